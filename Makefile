@@ -1,0 +1,137 @@
+# warren build. `make` builds the binaries into build/bin; `make check`
+# runs every test; `make demo` is the README's first command.
+#
+# Each folder under src/ is a module built into build/lib/lib<module>.a from
+# all of its .c files except main.c, which is a binary's entry point.
+
+CC      := gcc
+CLANG   ?= clang
+BUILD   ?= build
+PREFIX  ?= /usr/local
+
+PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl
+WARN    := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
+           -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
+           -D_FORTIFY_SOURCE=2 -fPIE -Isrc
+LDFLAGS += -pie -Wl,-z,relro,-z,now
+LIBS    := -lhttp_parser $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+MODULES := common init runtime store api net daemon cli
+# Link order: a module comes before the modules it uses.
+DAEMON_LIBS := daemon net api store runtime init common
+CLI_LIBS    := cli api init common
+
+lib_srcs = $(filter-out src/$(1)/main.c,$(wildcard src/$(1)/*.c))
+lib_objs = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(call lib_srcs,$(1)))
+
+BINS := $(BUILD)/bin/warrend $(BUILD)/bin/warren $(BUILD)/bin/warren-init
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+HELPER_SRCS := $(wildcard tests/helpers/*.c)
+HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRCS))
+
+.PHONY: all deps check unit e2e security asan fuzz bench demo install clean \
+        format lint
+all: $(BINS) $(HELPERS)
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+define module_rule
+$(BUILD)/lib/lib$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@
+	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
+
+libs_of = $(foreach m,$(1),$(BUILD)/lib/lib$(m).a)
+
+$(BUILD)/bin/warrend: $(BUILD)/obj/daemon/main.o $(call libs_of,$(DAEMON_LIBS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/bin/warren: $(BUILD)/obj/cli/main.o $(call libs_of,$(CLI_LIBS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# warren-init is static: it runs inside sandboxes from a sealed memfd and
+# must not depend on anything in the sandbox's image.
+$(BUILD)/bin/warren-init: $(BUILD)/obj/init/main.o $(call libs_of,init common)
+	@mkdir -p $(dir $@)
+	$(CC) -static -o $@ $^
+
+$(BUILD)/helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -static -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $<
+
+# ---- tests -------------------------------------------------------------
+
+$(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(DAEMON_LIBS) cli)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< \
+	  $(call libs_of,$(DAEMON_LIBS) cli) $(LIBS) -lcmocka
+
+unit: $(TESTS)
+	@tests/run-unit $(TESTS)
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) asan
+	$(MAKE) fuzz
+	tests/run-e2e
+
+e2e: all
+	tests/run-e2e
+
+# The unit tests again, built with AddressSanitizer and UBSan.
+asan:
+	$(MAKE) BUILD=build-asan CC=$(CLANG) \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  LDFLAGS="-fsanitize=address,undefined" unit
+
+# Every fuzz target, for a bounded number of runs.
+FUZZ_RUNS ?= 20000
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRCS))
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
+  -fno-omit-frame-pointer
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=$(CLANG) CFLAGS="$(FUZZ_CFLAGS)" \
+	  LDFLAGS="-fsanitize=address,undefined" fuzzers
+	tests/run-fuzz $(FUZZ_RUNS) $(FUZZERS)
+
+fuzzers: $(FUZZERS)
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(DAEMON_LIBS))
+	$(CC) $(CFLAGS) -Wno-missing-prototypes -fsanitize=fuzzer -o $@ $< \
+	  $(call libs_of,$(DAEMON_LIBS)) $(LIBS)
+
+bench: all
+	bench/run
+
+demo: deps
+	$(MAKE) all
+	scripts/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/warren
+	install -m 0755 $(BUILD)/bin/warren $(BUILD)/bin/warrend $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bin/warren-init $(DESTDIR)$(PREFIX)/lib/warren/
+
+format:
+	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+
+lint:
+	clang-format --dry-run --Werror $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

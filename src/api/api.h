@@ -1,0 +1,223 @@
+/*
+ * api: warren's HTTP/1.1 server on libuv, and a small blocking client.
+ *
+ * The server parses requests with http-parser, routes them by method and
+ * path pattern ("/v1/sandboxes/{id}/exec"), enforces limits (header and
+ * body sizes, connection count, timeouts), authenticates TCP clients with a
+ * bearer key, and offers three ways to answer: a whole JSON reply, a
+ * chunked stream, or an upgrade to a raw bidirectional byte stream.
+ *
+ * Ownership: the server owns every request. A handler must finish each
+ * request with exactly one final call: wr_http_reply_*(), wr_http_stream_end()
+ * or wr_http_raw_close(). It may make that call later, from the loop thread
+ * (never from another thread). If the client goes away first, the abort
+ * callback runs and later output is discarded, but the handler must still
+ * make its final call; the request is freed by that call.
+ *
+ * Everything here runs on the loop thread.
+ */
+#ifndef WR_API_H
+#define WR_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/common.h"
+
+typedef struct wr_http_server wr_http_server_t;
+typedef struct wr_http_req wr_http_req_t;
+
+struct wr_http_limits {
+  size_t max_header_bytes; /* request line + headers; default 16 KiB */
+  size_t max_body_bytes;   /* buffered bodies; default 1 MiB */
+  unsigned max_conns;      /* default 1024; more are refused at accept */
+  uint64_t header_timeout_ms; /* whole head must arrive; default 10 s */
+  uint64_t idle_timeout_ms;   /* keep-alive idle; default 60 s */
+};
+
+typedef void (*wr_http_handler_fn)(wr_http_req_t *req, void *ctx);
+
+enum wr_route_flags {
+  /* The body is not buffered: the handler runs once the head is complete
+   * and reads the body with wr_http_body_read(). For uploads. */
+  WR_ROUTE_STREAM_BODY = 1u << 0,
+};
+
+struct wr_http_route {
+  const char *method;  /* "GET", "POST", "PUT", "DELETE" */
+  const char *pattern; /* "/v1/sandboxes/{id}"; {x} matches one segment */
+  wr_http_handler_fn fn;
+  unsigned flags;
+};
+
+/* Create a server on `loop`. Routes are borrowed and must outlive it.
+ * limits may be NULL for the defaults. ctx is passed to every handler. */
+int wr_http_server_new(uv_loop_t *loop, const struct wr_http_route *routes,
+                       size_t nroutes, void *ctx,
+                       const struct wr_http_limits *limits,
+                       wr_http_server_t **out, wr_error_t *err);
+/* Listen on a unix socket: any stale socket file is replaced; the socket
+ * gets `mode` (0600: root only). Clients there are trusted. */
+int wr_http_listen_unix(wr_http_server_t *srv, const char *path, int mode,
+                        wr_error_t *err);
+/* Listen on TCP "HOST:PORT" ("127.0.0.1:7070", "[::1]:7070"). Every
+ * request there must carry "Authorization: Bearer <api_key>"; others get
+ * 401 before routing, so they learn nothing about what exists. */
+int wr_http_listen_tcp(wr_http_server_t *srv, const char *addr,
+                       const char *api_key, wr_error_t *err);
+/* Stop listening, close every connection (aborting their requests) and
+ * free the server once everything is closed. cb may be NULL. */
+void wr_http_server_close(wr_http_server_t *srv, void (*cb)(void *arg),
+                          void *arg);
+
+/* ---- the request ------------------------------------------------------ */
+
+const char *wr_http_method(const wr_http_req_t *req);
+/* The path without the query, percent-decoded. */
+const char *wr_http_path(const wr_http_req_t *req);
+/* Value of a {name} segment of the route's pattern, decoded. */
+const char *wr_http_param(const wr_http_req_t *req, const char *name);
+/* Decoded query value; NULL when absent, "" when given without a value.
+ * A query value that decodes to contain a NUL is refused with 400 before
+ * the handler runs. */
+const char *wr_http_query(const wr_http_req_t *req, const char *name);
+/* Header value (case-insensitive name); NULL when absent. */
+const char *wr_http_header(const wr_http_req_t *req, const char *name);
+/* The buffered body (routes without WR_ROUTE_STREAM_BODY). */
+const char *wr_http_body(const wr_http_req_t *req, size_t *len);
+/* Opaque per-request slot for the handler's state. */
+void wr_http_set_data(wr_http_req_t *req, void *data);
+void *wr_http_get_data(const wr_http_req_t *req);
+/* True once the client has gone. */
+bool wr_http_aborted(const wr_http_req_t *req);
+/* Called once if the client goes away before the final call. */
+void wr_http_on_abort(wr_http_req_t *req, void (*cb)(wr_http_req_t *req,
+                                                      void *arg),
+                      void *arg);
+
+/* ---- streamed request bodies (WR_ROUTE_STREAM_BODY) --------------------- */
+
+/* on_data gets each decoded chunk (dechunked if the body is chunked);
+ * on_end gets 0 at the end of the body or a negative errno if the client
+ * went away or sent a malformed body. Starts reading. */
+void wr_http_body_read(wr_http_req_t *req,
+                       void (*on_data)(wr_http_req_t *req, const char *data,
+                                       size_t len, void *arg),
+                       void (*on_end)(wr_http_req_t *req, int status,
+                                      void *arg),
+                       void *arg);
+/* Stop or resume delivery of body chunks (backpressure). */
+void wr_http_body_pause(wr_http_req_t *req, bool pause);
+
+/* ---- whole replies (final calls) ----------------------------------------- */
+
+/* Send `body` (reference stolen; NULL sends no body) as application/json. */
+void wr_http_reply_json(wr_http_req_t *req, int status, struct json_t *body);
+/* {"error":{"code":code,"message":...}} */
+void wr_http_reply_error(wr_http_req_t *req, int status, const char *code,
+                         const char *fmt, ...) WR_PRINTF(4, 5);
+/* Status with an empty body (204, or others). */
+void wr_http_reply_empty(wr_http_req_t *req, int status);
+
+/* ---- streamed replies -------------------------------------------------- */
+
+/* Send the head of a chunked reply. Extra headers may be NULL or
+ * "Name: value\r\n" lines. */
+void wr_http_stream_begin(wr_http_req_t *req, int status,
+                          const char *content_type, const char *extra_headers);
+/* Queue one chunk. Returns the bytes queued and not yet written, so the
+ * caller can stop producing above a threshold and resume in on_drain. */
+size_t wr_http_stream_write(wr_http_req_t *req, const void *data, size_t len);
+/* Called when the write queue drops to empty. */
+void wr_http_on_drain(wr_http_req_t *req, void (*cb)(wr_http_req_t *req,
+                                                      void *arg),
+                      void *arg);
+/* Final call: send the last chunk. */
+void wr_http_stream_end(wr_http_req_t *req);
+
+/* ---- upgrade to a raw stream -------------------------------------------- */
+
+/* True if the request asked for "Upgrade: <protocol>" with
+ * "Connection: Upgrade". */
+bool wr_http_wants_upgrade(const wr_http_req_t *req, const char *protocol);
+/* Send "101 Switching Protocols" and switch the connection to raw bytes.
+ * on_data gets every byte that follows (including any the client sent
+ * right after the head); on_close runs once when the client closes or the
+ * connection fails. Returns -1 if the request did not ask to upgrade. */
+int wr_http_upgrade(wr_http_req_t *req, const char *protocol,
+                    void (*on_data)(wr_http_req_t *req, const char *data,
+                                    size_t len, void *arg),
+                    void (*on_close)(wr_http_req_t *req, void *arg),
+                    void *arg);
+/* Queue raw bytes; returns bytes pending (see wr_http_stream_write). */
+size_t wr_http_raw_write(wr_http_req_t *req, const void *data, size_t len);
+/* Stop or resume delivery of raw bytes (backpressure). */
+void wr_http_raw_pause(wr_http_req_t *req, bool pause);
+/* Final call for upgraded requests: flush and close the connection. */
+void wr_http_raw_close(wr_http_req_t *req);
+
+/* ---- the blocking client (CLI, tests, benchmarks) ---------------------- */
+
+/*
+ * A client connection to warrend, on a unix socket ("unix:/path" or a
+ * plain path) or TCP ("tcp://host:port", with an API key). Responses are
+ * parsed with http-parser. Not thread-safe; one request at a time.
+ */
+typedef struct wr_http_client wr_http_client_t;
+
+struct wr_http_response {
+  int status;
+  char *content_type; /* may be NULL */
+  wr_buf_t body;      /* whole body for wr_http_request() */
+};
+
+int wr_http_client_open(const char *address, const char *api_key,
+                        wr_http_client_t **out, wr_error_t *err);
+void wr_http_client_close(wr_http_client_t *c);
+/* Send a request and read the whole response. body may be NULL. */
+int wr_http_request(wr_http_client_t *c, const char *method,
+                    const char *path_and_query, const char *content_type,
+                    const void *body, size_t body_len,
+                    struct wr_http_response *resp, wr_error_t *err);
+void wr_http_response_free(struct wr_http_response *resp);
+
+/*
+ * Streaming: send the head (and a body of known length, or none), then
+ * read the response head; the body is then read chunk by chunk with
+ * wr_http_read_body() until it returns 0.
+ */
+int wr_http_request_stream(wr_http_client_t *c, const char *method,
+                           const char *path_and_query,
+                           const char *content_type, const void *body,
+                           size_t body_len, struct wr_http_response *resp,
+                           wr_error_t *err);
+/* Send a request whose body is produced by `producer` (chunked transfer):
+ * it is called repeatedly and returns bytes written into buf, 0 at the end,
+ * -1 on error. Then reads the response head as above. */
+int wr_http_request_upload(wr_http_client_t *c, const char *method,
+                           const char *path_and_query,
+                           const char *content_type,
+                           ssize_t (*producer)(void *arg, char *buf,
+                                               size_t size),
+                           void *arg, struct wr_http_response *resp,
+                           wr_error_t *err);
+/* Next piece of the body: > 0 bytes, 0 at the end, -1 on error. */
+ssize_t wr_http_read_body(wr_http_client_t *c, char *buf, size_t size,
+                          wr_error_t *err);
+/* Ask for an upgrade; on 101 returns 0 and the raw socket fd (owned by the
+ * client; valid until close). Any other status fills resp (whole body). */
+int wr_http_request_upgrade(wr_http_client_t *c, const char *method,
+                            const char *path_and_query, const char *protocol,
+                            const void *body, size_t body_len,
+                            struct wr_http_response *resp, int *raw_fd,
+                            wr_error_t *err);
+/* Bytes received after the 101 head that belong to the raw stream. */
+size_t wr_http_client_leftover(wr_http_client_t *c, char *buf, size_t size);
+
+/* Turn an error body {"error":{"code","message"}} into "message" (or the
+ * status line when the body is not that shape). Caller frees. */
+char *wr_http_error_message(const struct wr_http_response *resp);
+
+#endif

@@ -1,0 +1,230 @@
+/* Unit tests for src/common. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+
+#include "common/common.h"
+
+static void test_error_wrap(void **state) {
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_error_set(&err, ENOENT, "open `%s`", "/x"), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_string_equal(err.msg, "open `/x`: No such file or directory");
+  wr_error_wrap(&err, "create sandbox `%s`", "a");
+  assert_string_equal(err.msg,
+                      "create sandbox `a`: open `/x`: No such file or directory");
+}
+
+static void test_parse_size(void **state) {
+  uint64_t v;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_parse_size("512", &v, &err), 0);
+  assert_int_equal(v, 512);
+  assert_int_equal(wr_parse_size("1g", &v, &err), 0);
+  assert_int_equal(v, 1ULL << 30);
+  assert_int_equal(wr_parse_size("1.5M", &v, &err), 0);
+  assert_int_equal(v, 3ULL << 19);
+  assert_int_equal(wr_parse_size("64KiB", &v, &err), 0);
+  assert_int_equal(v, 65536);
+  assert_int_equal(wr_parse_size("-1", &v, &err), -1);
+  assert_int_equal(wr_parse_size("1x", &v, &err), -1);
+  assert_non_null(strstr(err.msg, "invalid size"));
+  assert_int_equal(wr_parse_size("", &v, &err), -1);
+  assert_int_equal(wr_parse_size("99999999999t", &v, &err), -1);
+}
+
+static void test_parse_duration(void **state) {
+  uint64_t v;
+  (void)state;
+
+  assert_int_equal(wr_parse_duration_ms("30", &v, NULL), 0);
+  assert_int_equal(v, 30000);
+  assert_int_equal(wr_parse_duration_ms("250ms", &v, NULL), 0);
+  assert_int_equal(v, 250);
+  assert_int_equal(wr_parse_duration_ms("2m", &v, NULL), 0);
+  assert_int_equal(v, 120000);
+  assert_int_equal(wr_parse_duration_ms("1d", &v, NULL), -1);
+}
+
+static void test_names(void **state) {
+  (void)state;
+  assert_true(wr_name_valid("web-1"));
+  assert_true(wr_name_valid("a.b_c"));
+  assert_false(wr_name_valid(""));
+  assert_false(wr_name_valid("-x"));
+  assert_false(wr_name_valid("a/b"));
+  assert_false(wr_name_valid(".."));
+  assert_false(wr_name_valid("Upper"));
+  assert_false(wr_name_valid(
+      "a123456789012345678901234567890123456789012345678901234567890123"));
+  assert_true(wr_env_key_valid("PATH"));
+  assert_false(wr_env_key_valid("1X"));
+  assert_false(wr_env_key_valid("A=B"));
+}
+
+static void test_signals(void **state) {
+  (void)state;
+  assert_int_equal(wr_signal_from_name("TERM"), 15);
+  assert_int_equal(wr_signal_from_name("sigkill"), 9);
+  assert_int_equal(wr_signal_from_name("2"), 2);
+  assert_int_equal(wr_signal_from_name("NOPE"), -1);
+  assert_int_equal(wr_signal_from_name("65"), -1);
+  assert_string_equal(wr_signal_name(9), "KILL");
+}
+
+static void test_ring(void **state) {
+  wr_ring_t r;
+  char out[16];
+  uint64_t next;
+  size_t n;
+  (void)state;
+
+  wr_ring_init(&r, 8);
+  wr_ring_write(&r, "abcdef", 6);
+  n = wr_ring_read(&r, 0, out, sizeof(out), &next);
+  assert_int_equal(n, 6);
+  assert_memory_equal(out, "abcdef", 6);
+  wr_ring_write(&r, "ghijk", 5); /* total 11, keeps "defghijk" */
+  n = wr_ring_read(&r, 0, out, sizeof(out), &next);
+  assert_int_equal(n, 8);
+  assert_memory_equal(out, "defghijk", 8);
+  assert_int_equal(next, 11);
+  n = wr_ring_read(&r, 9, out, sizeof(out), &next);
+  assert_int_equal(n, 2);
+  assert_memory_equal(out, "jk", 2);
+  wr_ring_write(&r, "0123456789", 10);
+  n = wr_ring_read(&r, 0, out, sizeof(out), &next);
+  assert_int_equal(n, 8);
+  assert_memory_equal(out, "23456789", 8);
+  wr_ring_free(&r);
+}
+
+static void test_json_unpack(void **state) {
+  json_t *j = NULL;
+  wr_error_t err = {0};
+  const char *name = NULL;
+  int64_t pids = 0;
+  uint64_t mem = 0;
+  bool present = false;
+  struct wr_json_field fields[] = {
+      {"name", WR_JSON_STRING, &name, true, NULL},
+      {"pids", WR_JSON_INT, &pids, false, NULL},
+      {"memory", WR_JSON_SIZE, &mem, false, &present},
+  };
+  (void)state;
+
+  assert_int_equal(wr_json_parse_object("{\"name\":\"a\",\"memory\":\"1g\"}", strlen("{\"name\":\"a\",\"memory\":\"1g\"}"), false, &j, &err),
+                   0);
+  assert_int_equal(wr_json_unpack(j, fields, 3, &err), 0);
+  assert_string_equal(name, "a");
+  assert_true(present);
+  assert_int_equal(mem, 1ULL << 30);
+  json_decref(j);
+
+  assert_int_equal(wr_json_parse_object("{\"nam\":1}", strlen("{\"nam\":1}"), false, &j, &err), 0);
+  assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
+  assert_string_equal(err.msg, "unknown field `nam`");
+  json_decref(j);
+
+  assert_int_equal(wr_json_parse_object("{\"name\":1}", strlen("{\"name\":1}"), false, &j, &err),
+                   0);
+  assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
+  assert_string_equal(err.msg, "field `name` must be a string");
+  json_decref(j);
+
+  assert_int_equal(wr_json_parse_object("{\"pids\":1}", strlen("{\"pids\":1}"), false, &j, &err),
+                   0);
+  assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
+  assert_string_equal(err.msg, "missing field `name`");
+  json_decref(j);
+
+  assert_int_equal(wr_json_parse_object("{\"a\":", strlen("{\"a\":"), false, &j, &err), -1);
+  assert_non_null(strstr(err.msg, "line 1"));
+  assert_int_equal(wr_json_parse_object("[1]", strlen("[1]"), false, &j, &err), -1);
+  assert_int_equal(wr_json_parse_object("{\"a\":1,\"a\":2}", strlen("{\"a\":1,\"a\":2}"), false, &j,
+                                        &err),
+                   -1);
+}
+
+/* The root-confined open never reaches outside the root, whatever the
+ * symlinks inside say. */
+static void test_open_in_root(void **state) {
+  char tmpl[] = "/tmp/wr-test-XXXXXX";
+  char *dir = mkdtemp(tmpl);
+  _cleanup_free_ char *inside = NULL;
+  int root, fd;
+  char buf[32] = {0};
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_non_null(dir);
+  inside = xasprintf("%s/etc", dir);
+  assert_int_equal(mkdir(inside, 0755), 0);
+  root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  assert_true(root >= 0);
+  assert_int_equal(wr_write_file_at(root, "etc/hostname", "inside\n", 7,
+                                    &err),
+                   0);
+  assert_int_equal(symlinkat("/etc", root, "abs"), 0);
+  assert_int_equal(symlinkat("../../../../etc", root, "rel"), 0);
+
+  fd = wr_open_in_root(root, "/abs/hostname", O_RDONLY, 0, &err);
+  assert_true(fd >= 0);
+  assert_int_equal(read(fd, buf, sizeof(buf) - 1), 7);
+  assert_string_equal(buf, "inside\n");
+  close(fd);
+  fd = wr_open_in_root(root, "rel/hostname", O_RDONLY, 0, &err);
+  assert_true(fd >= 0);
+  close(fd);
+  fd = wr_open_in_root(root, "../../etc/passwd", O_RDONLY, 0, &err);
+  assert_int_equal(fd, -1);
+  assert_int_equal(err.code, ENOENT);
+  fd = wr_open_in_root(root, "/proc/self/root/etc/passwd", O_RDONLY, 0, &err);
+  assert_int_equal(fd, -1);
+
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  close(root);
+}
+
+static void test_rm_rf_deep(void **state) {
+  char tmpl[] = "/tmp/wr-test-XXXXXX";
+  char *dir = mkdtemp(tmpl);
+  wr_error_t err = {0};
+  int fd;
+  (void)state;
+
+  fd = open(dir, O_DIRECTORY | O_CLOEXEC);
+  for (int i = 0; i < 2000; i++) {
+    int next;
+    assert_int_equal(mkdirat(fd, "d", 0755), 0);
+    assert_int_equal(wr_write_file_at(fd, "f", "x", 1, &err), 0);
+    next = openat(fd, "d", O_DIRECTORY | O_CLOEXEC);
+    close(fd);
+    fd = next;
+  }
+  assert_int_equal(symlinkat("/etc", fd, "link"), 0);
+  close(fd);
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  assert_int_equal(access(dir, F_OK), -1);
+  assert_int_equal(access("/etc/passwd", F_OK), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_error_wrap),   cmocka_unit_test(test_parse_size),
+      cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_names),
+      cmocka_unit_test(test_signals),      cmocka_unit_test(test_ring),
+      cmocka_unit_test(test_json_unpack),  cmocka_unit_test(test_open_in_root),
+      cmocka_unit_test(test_rm_rf_deep),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
