@@ -13,9 +13,9 @@ PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl
 WARN    := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
+override CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
            -D_FORTIFY_SOURCE=2 -fPIE -Isrc
-LDFLAGS += -pie -Wl,-z,relro,-z,now
+override LDFLAGS += -pie -Wl,-z,relro,-z,now
 LIBS    := -lhttp_parser $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
 MODULES := common init runtime store api net daemon cli
@@ -34,7 +34,7 @@ HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRCS))
 
 .PHONY: all deps check unit e2e security asan fuzz bench demo install clean \
         format lint
-all: $(BINS) $(HELPERS)
+all: $(BINS) $(HELPERS) $(BUILD)/bench/wrbench
 
 deps:
 	@scripts/install-deps
@@ -73,12 +73,13 @@ $(BUILD)/helpers/%: tests/helpers/%.c
 
 # ---- tests -------------------------------------------------------------
 
-$(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(DAEMON_LIBS) cli)
+TEST_LIBS := cli $(DAEMON_LIBS)
+$(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(TEST_LIBS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< \
-	  $(call libs_of,$(DAEMON_LIBS) cli) $(LIBS) -lcmocka
+	  $(call libs_of,$(TEST_LIBS)) $(LIBS) -lcmocka
 
-unit: $(TESTS)
+unit: $(TESTS) $(BUILD)/bin/warren-init
 	@tests/run-unit $(TESTS)
 
 check: deps
@@ -113,7 +114,11 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(DAEMON_LIBS))
 	$(CC) $(CFLAGS) -Wno-missing-prototypes -fsanitize=fuzzer -o $@ $< \
 	  $(call libs_of,$(DAEMON_LIBS)) $(LIBS)
 
-bench: all
+$(BUILD)/bench/wrbench: bench/wrbench.c $(call libs_of,api common)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call libs_of,api common) $(LIBS)
+
+bench: all $(BUILD)/bench/wrbench
 	bench/run
 
 demo: deps

@@ -67,6 +67,14 @@ int wr_http_listen_unix(wr_http_server_t *srv, const char *path, int mode,
  * 401 before routing, so they learn nothing about what exists. */
 int wr_http_listen_tcp(wr_http_server_t *srv, const char *addr,
                        const char *api_key, wr_error_t *err);
+/* The port of the first TCP listener (useful after listening on port 0),
+ * or -1 when there is none. */
+int wr_http_server_tcp_port(const wr_http_server_t *srv);
+/* Serve an already connected stream socket (tests, fuzzing, socket
+ * activation). `trusted` says whether it counts as the unix socket (no API
+ * key needed) or as TCP (key required). The server takes the fd. */
+int wr_http_server_adopt(wr_http_server_t *srv, int fd, bool trusted,
+                         wr_error_t *err);
 /* Stop listening, close every connection (aborting their requests) and
  * free the server once everything is closed. cb may be NULL. */
 void wr_http_server_close(wr_http_server_t *srv, void (*cb)(void *arg),
@@ -110,6 +118,11 @@ void wr_http_body_read(wr_http_req_t *req,
                        void *arg);
 /* Stop or resume delivery of body chunks (backpressure). */
 void wr_http_body_pause(wr_http_req_t *req, bool pause);
+/* Notes: on a route without WR_ROUTE_STREAM_BODY, wr_http_body_read()
+ * hands over the buffered body at once. A final call made before a
+ * streamed body was read to its end closes the connection once the
+ * response is out (the rest of the body is not read). An upgrade request
+ * is always dispatched at the end of its message, its body buffered. */
 
 /* ---- whole replies (final calls) ----------------------------------------- */
 
@@ -157,6 +170,11 @@ size_t wr_http_raw_write(wr_http_req_t *req, const void *data, size_t len);
 void wr_http_raw_pause(wr_http_req_t *req, bool pause);
 /* Final call for upgraded requests: flush and close the connection. */
 void wr_http_raw_close(wr_http_req_t *req);
+/* Notes: wr_http_upgrade() also returns -1 once the client has gone. When
+ * the client only shuts down its sending side, on_close runs but output
+ * can still be written until wr_http_raw_close(). If the client goes away,
+ * the abort callback runs first, then on_close. A request that asked to
+ * upgrade and is answered otherwise closes the connection after it. */
 
 /* ---- the blocking client (CLI, tests, benchmarks) ---------------------- */
 
@@ -215,6 +233,8 @@ int wr_http_request_upgrade(wr_http_client_t *c, const char *method,
                             wr_error_t *err);
 /* Bytes received after the 101 head that belong to the raw stream. */
 size_t wr_http_client_leftover(wr_http_client_t *c, char *buf, size_t size);
+/* Note: when the answer to wr_http_request_upgrade() is not 101, it
+ * returns 0 with *raw_fd = -1 and resp filled; check resp->status. */
 
 /* Turn an error body {"error":{"code","message"}} into "message" (or the
  * status line when the body is not that shape). Caller frees. */

@@ -46,6 +46,10 @@ typedef struct wr_error {
  * appended. Always returns -1 so callers can `return wr_error_set(...)`. */
 int wr_error_set(wr_error_t *err, int code, const char *fmt, ...)
     WR_PRINTF(3, 4);
+/* Like wr_error_set, but the code only classifies the error (for an HTTP
+ * status, say): no ": strerror" is appended. */
+int wr_error_setx(wr_error_t *err, int code, const char *fmt, ...)
+    WR_PRINTF(3, 4);
 /* Prepend "context: " to an existing message. Returns -1. */
 int wr_error_wrap(wr_error_t *err, const char *fmt, ...) WR_PRINTF(2, 3);
 void wr_error_clear(wr_error_t *err);
@@ -270,7 +274,13 @@ int wr_json_strv(const json_t *arr, const char *what, size_t max,
 /* Object of string values -> "K=V" vector (copied), keys validated. */
 int wr_json_env(const json_t *obj, const char *what, char ***out,
                 wr_error_t *err);
+/* A JSON string for text that may not be UTF-8 (file names, messages that
+ * echo input): invalid bytes become U+FFFD instead of failing. */
+json_t *wr_json_string_lossy(const char *s);
 /* Compact serialisation (caller frees). */
 char *wr_json_dumps(const json_t *j);
+
+/* Archives and in-root path helpers. */
+#include "common/tar.h"
 
 #endif

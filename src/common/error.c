@@ -1,6 +1,22 @@
 /* Error values: a code and a message built where the failure happened. */
 #include "common.h"
 
+/* A message cut at the buffer's end must not end inside a UTF-8 sequence:
+ * messages go into JSON replies. */
+static void trim_utf8_tail(char *s) {
+  size_t len = strlen(s), i = len, need;
+  unsigned char c;
+
+  while (i > 0 && len - i < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+    i--;
+  if (i == 0)
+    return;
+  c = (unsigned char)s[i - 1];
+  need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  if (len - (i - 1) < need)
+    s[i - 1] = '\0';
+}
+
 int wr_error_set(wr_error_t *err, int code, const char *fmt, ...) {
   va_list ap;
   int n;
@@ -17,6 +33,20 @@ int wr_error_set(wr_error_t *err, int code, const char *fmt, ...) {
     size_t len = strlen(err->msg);
     snprintf(err->msg + len, sizeof(err->msg) - len, ": %s", strerror(code));
   }
+  trim_utf8_tail(err->msg);
+  return -1;
+}
+
+int wr_error_setx(wr_error_t *err, int code, const char *fmt, ...) {
+  va_list ap;
+
+  if (err == NULL)
+    return -1;
+  err->code = code;
+  va_start(ap, fmt);
+  vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+  va_end(ap);
+  trim_utf8_tail(err->msg);
   return -1;
 }
 
@@ -45,6 +75,7 @@ int wr_error_wrap(wr_error_t *err, const char *fmt, ...) {
   memmove(err->msg + plen, err->msg, mlen);
   memcpy(err->msg, prefix, plen);
   err->msg[plen + mlen] = '\0';
+  trim_utf8_tail(err->msg);
   return -1;
 }
 

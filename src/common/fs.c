@@ -262,13 +262,16 @@ int wr_open_in_root(int rootfd, const char *path, int flags, mode_t mode,
       .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
   };
-  int fd;
+  int fd, tries = 0;
 
   if (wr_path_check(path, err) < 0)
     return -1;
+  /* openat2 says EAGAIN when a rename raced the lookup. A sandbox renaming
+   * in a loop must not hold a daemon thread for ever: give up after a
+   * while and let the client retry. */
   do
     fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-  while (fd < 0 && (errno == EAGAIN || errno == EINTR));
+  while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 128);
   if (fd < 0)
     return wr_error_set(err, errno, "`%s`", path);
   return fd;

@@ -1,0 +1,384 @@
+/*
+ * cli: the `warren` command line, a thin client of warrend's HTTP API.
+ *
+ * One file per subcommand (create.c, exec.c, ...) and a dispatch table in
+ * dispatch.c. A subcommand is a `run` function that takes the global
+ * context and its own argv and returns the process exit code; it never
+ * exits by itself, so the terminal is always restored by the code that
+ * changed it. Each subcommand's argument parser is a separate, pure
+ * function so that tests can check it without a daemon.
+ *
+ * The rest of this header is the shared toolkit of the subcommands:
+ * option parsing, talking to the daemon, output formatting, the
+ * warren-exec frame codec, terminal handling and the interactive stream.
+ */
+#ifndef WR_CLI_H
+#define WR_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <termios.h>
+
+#include "api/api.h"
+#include "common/common.h"
+
+/* Exit codes. 125-127 follow docker's convention for `exec`. */
+enum {
+  WR_CLI_EXIT_OK = 0,
+  WR_CLI_EXIT_ERROR = 1,
+  WR_CLI_EXIT_USAGE = 2,
+  WR_CLI_EXIT_TIMEOUT = 124,
+  WR_CLI_EXIT_API = 125,
+  WR_CLI_EXIT_CANNOT_EXEC = 126,
+  WR_CLI_EXIT_NOT_FOUND = 127,
+};
+
+#define WR_CLI_DEFAULT_HOST "unix:/run/warren/warrend.sock"
+
+/* What every subcommand gets: where the daemon is and how to log in. */
+struct wr_cli_ctx {
+  const char *host;    /* "unix:/path", "/path" or "tcp://host:port" */
+  const char *api_key; /* NULL when none */
+};
+
+struct wr_cli_command {
+  const char *name;
+  const char *summary; /* one line for `warren --help` */
+  int (*run)(const struct wr_cli_ctx *ctx, int argc, char **argv);
+};
+
+/* ---- dispatch (dispatch.c) ----------------------------------------------- */
+
+/* The whole program: global options, then the subcommand. Returns the
+ * exit code. */
+int wr_cli_main(int argc, char **argv);
+/* Parse the global options into ctx (environment as fallback). Returns
+ * the index of the subcommand in argv (argc when none), -1 on a usage
+ * error, or 0 with *help set for `warren --help`. */
+int wr_cli_parse_global(int argc, char **argv, struct wr_cli_ctx *ctx,
+                        bool *help, bool *version, wr_error_t *err);
+/* Find a command by name in a table; NULL when unknown. */
+const struct wr_cli_command *
+wr_cli_find_command(const struct wr_cli_command *table, size_t n,
+                    const char *name);
+/* The top-level table (for help and tests). */
+const struct wr_cli_command *wr_cli_commands(size_t *n);
+/* `warren --help`: synopsis, global options, the commands. */
+void wr_cli_print_usage(FILE *out);
+/* Run argv[0] from table; an unknown name is a usage error (2). */
+int wr_cli_dispatch(const struct wr_cli_ctx *ctx,
+                    const struct wr_cli_command *table, size_t n,
+                    const char *prefix, int argc, char **argv);
+
+/* ---- subcommands --------------------------------------------------------- */
+
+int wr_cli_cmd_help(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_version(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_daemon(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_image(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_create(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_inspect(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_exec(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_sh(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_ps(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_logs(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_attach(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_kill(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_start(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_stop(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_pause(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_resume(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_rm(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv);
+
+/* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
+
+struct wr_cli_create_opts {
+  const char *name, *image, *workdir;
+  bool has_memory, has_cpus, has_pids;
+  uint64_t memory; /* bytes */
+  double cpus;
+  uint64_t pids;
+  char **env;    /* "K=V", validated */
+  char **labels; /* "K=V", validated */
+  bool no_start, json, help;
+};
+int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
+                        wr_error_t *err);
+void wr_cli_create_opts_free(struct wr_cli_create_opts *o);
+/* The POST /v1/sandboxes body. */
+json_t *wr_cli_create_body(const struct wr_cli_create_opts *o);
+
+struct wr_cli_ls_opts {
+  char **labels; /* "K=V" filters */
+  const char *state;
+  bool json, quiet, help;
+};
+int wr_cli_ls_parse(int argc, char **argv, struct wr_cli_ls_opts *o,
+                    wr_error_t *err);
+/* "/v1/sandboxes?label=...&state=..." (caller frees). */
+char *wr_cli_ls_path(const struct wr_cli_ls_opts *o);
+
+struct wr_cli_exec_opts {
+  const char *sandbox;
+  const char *tag, *cwd, *user;
+  char **env; /* "K=V", validated */
+  bool has_timeout;
+  uint64_t timeout_ms;
+  bool interactive, tty, detach, help;
+  char *const *cmd; /* borrowed from argv */
+  size_t ncmd;
+};
+int wr_cli_exec_parse(int argc, char **argv, struct wr_cli_exec_opts *o,
+                      wr_error_t *err);
+void wr_cli_exec_opts_free(struct wr_cli_exec_opts *o);
+/* The exec body; rows/cols are used only with a tty (0 = unknown). */
+json_t *wr_cli_exec_body(const struct wr_cli_exec_opts *o, unsigned rows,
+                         unsigned cols);
+/* Exit code for an API error code met before the process started. */
+int wr_cli_exec_error_exit(const char *code);
+
+struct wr_cli_cp_loc {
+  char *sandbox; /* NULL for a local path */
+  char *path;    /* "-" for stdin/stdout */
+};
+/* Classify one cp argument: `N:/path` is remote when N is a valid sandbox
+ * name or id and nothing before the colon is a slash. */
+int wr_cli_cp_parse_loc(const char *arg, struct wr_cli_cp_loc *loc,
+                        wr_error_t *err);
+void wr_cli_cp_loc_free(struct wr_cli_cp_loc *loc);
+/* Copy a local path ("-": a tar on stdin) into a sandbox (cp_transfer.c). */
+int wr_cli_cp_upload(const struct wr_cli_ctx *ctx, const char *src,
+                     const struct wr_cli_cp_loc *dst, wr_error_t *err);
+/* Copy from a sandbox to a local path ("-": a tar on stdout). */
+int wr_cli_cp_download(const struct wr_cli_ctx *ctx,
+                       const struct wr_cli_cp_loc *src, const char *dst,
+                       wr_error_t *err);
+
+/* ---- option helpers (args.c) --------------------------------------------- */
+
+/*
+ * getopt_long with house rules: `shortopts` must start with "+:" or ":"
+ * (we print our own messages). Returns the option character, -1 when the
+ * options end, or '?' after filling err for an unknown option or a
+ * missing value. Reset with `optind = 0` before the first call.
+ */
+int wr_cli_getopt(int argc, char **argv, const char *shortopts,
+                  const struct option *longopts, wr_error_t *err);
+/* JSON carries only UTF-8: refuse other text with a clear message rather
+ * than send something else than the user typed. */
+int wr_cli_check_text(const char *s, const char *what, wr_error_t *err);
+/* Check "KEY=VALUE" (key non-empty; an environment name when env). */
+int wr_cli_check_kv(const char *arg, const char *option, bool env,
+                    wr_error_t *err);
+/* Append a checked "K=V" to *v. */
+int wr_cli_push_kv(char ***v, const char *arg, const char *option, bool env,
+                   wr_error_t *err);
+/* {"K":"V",...} from checked "K=V" entries (NULL gives {}). */
+json_t *wr_cli_kv_object(char *const *kv);
+/* A positive, finite number of CPUs ("1", "1.5", "0.25"). */
+int wr_cli_parse_cpus(const char *s, double *out, wr_error_t *err);
+/* Seconds as a JSON number: an integer when whole. */
+json_t *wr_cli_seconds_json(uint64_t ms);
+/* "30s", "1.5s", "0.5s" for messages. */
+void wr_cli_format_seconds(uint64_t ms, char *out, size_t size);
+
+/* ---- talking to the daemon (client.c) ------------------------------------ */
+
+void wr_cli_client_closep(wr_http_client_t **c);
+#define _cleanup_client_ _cleanup_(wr_cli_client_closep)
+void wr_cli_responsep(struct wr_http_response *r);
+#define _cleanup_response_ _cleanup_(wr_cli_responsep)
+
+/* Connect; a missing or refusing socket gives "cannot reach warrend at
+ * ADDR (is `warren daemon` running?)". */
+int wr_cli_connect(const struct wr_cli_ctx *ctx, wr_http_client_t **out,
+                   wr_error_t *err);
+/*
+ * One request with an optional JSON body (borrowed). On 2xx *out gets the
+ * parsed reply (NULL when empty; out may be NULL). Otherwise err gets the
+ * API's message and *status (may be NULL) the HTTP status.
+ */
+int wr_cli_call(const struct wr_cli_ctx *ctx, const char *method,
+                const char *path, const json_t *body, json_t **out, int *status,
+                wr_error_t *err);
+/* After a streamed request answered with an error: read the rest of the
+ * body and turn it into the API's message. */
+int wr_cli_stream_error(wr_http_client_t *c, struct wr_http_response *resp,
+                        wr_error_t *err);
+/* The "code" of an error body; "" when it has none. Caller frees. */
+char *wr_cli_error_code(const struct wr_http_response *resp);
+/* Percent-encode for a path segment or query value (caller frees). */
+char *wr_cli_escape(const char *s);
+/* "/v1/sandboxes/<escaped name><suffix>" (caller frees). */
+char *wr_cli_sandbox_path(const char *name, const char *suffix);
+
+/* Read an NDJSON body line by line; fn returns 1 to stop, 0 to go on, -1
+ * on error (with err filled). Lines are bounded in size. */
+typedef int (*wr_cli_ndjson_fn)(json_t *event, void *arg, wr_error_t *err);
+int wr_cli_ndjson_read(wr_http_client_t *c, wr_cli_ndjson_fn fn, void *arg,
+                       wr_error_t *err);
+
+/*
+ * Run fn for each name; print "warren: message" for each failure and go on.
+ * Returns 0 when all succeeded, else 1. Used by start/stop/pause/... .
+ */
+typedef int (*wr_cli_each_fn)(const struct wr_cli_ctx *ctx, const char *name,
+                              void *arg, wr_error_t *err);
+int wr_cli_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,
+                wr_cli_each_fn fn, void *arg);
+
+/* ---- lifecycle commands (lifecycle.c) ------------------------------------ */
+
+/* POST /v1/sandboxes/{name}<suffix> with body (may be NULL) for each name,
+ * printing each name done (see wr_cli_each). */
+int wr_cli_post_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,
+                     const char *suffix, const json_t *body);
+/* All of start, pause and resume: --help, one or more names, the POST. */
+int wr_cli_simple_action(const struct wr_cli_ctx *ctx, int argc, char **argv,
+                         const char *cmd, const char *help, const char *suffix);
+
+/* ---- output (output.c) --------------------------------------------------- */
+
+/* "warren: message" on stderr; returns code. */
+int wr_cli_fail(int code, const char *fmt, ...) WR_PRINTF(2, 3);
+/* "warren: message" + "See `warren CMD --help`."; returns 2. */
+int wr_cli_usage(const char *cmd, const wr_error_t *err);
+/* Print help text to stdout; returns 0. */
+int wr_cli_help(const char *text);
+/* Pretty JSON on stdout. */
+int wr_cli_print_json(const json_t *j);
+
+/* A text table: rows of cells; columns padded to the widest cell. */
+struct wr_cli_table {
+  size_t ncols;
+  size_t nrows;
+  char **cells; /* nrows * ncols, owned */
+};
+void wr_cli_table_init(struct wr_cli_table *t, size_t ncols);
+void wr_cli_table_add(struct wr_cli_table *t, const char *const *row);
+void wr_cli_table_print(const struct wr_cli_table *t, FILE *out);
+void wr_cli_table_free(struct wr_cli_table *t);
+
+/* RFC 3339 ("2026-11-30T02:50:41Z", fractions and offsets allowed) to ms
+ * since the epoch. */
+int wr_cli_parse_time(const char *s, int64_t *ms, wr_error_t *err);
+/* "just now", "1 second ago", "2 minutes ago", ... "3 years ago". */
+void wr_cli_format_ago(int64_t now_ms, int64_t then_ms, char *out, size_t size);
+/* The age of an RFC 3339 stamp from a JSON object field, or "-". */
+void wr_cli_field_ago(const json_t *obj, const char *key, char *out,
+                      size_t size);
+/* Accessors that tolerate missing fields: "" / -1 / false. */
+const char *wr_cli_jstr(const json_t *obj, const char *key);
+int64_t wr_cli_jint(const json_t *obj, const char *key);
+bool wr_cli_jbool(const json_t *obj, const char *key);
+
+/* Standard base64 (with padding) into out; bad input is an error. */
+int wr_cli_base64_decode(const char *in, size_t len, wr_buf_t *out,
+                         wr_error_t *err);
+
+/* ---- the warren-exec frame protocol (frames.c) --------------------------- */
+
+enum wr_cli_frame_type {
+  WR_FRAME_STDIN = 0,
+  WR_FRAME_STDIN_EOF = 1,
+  WR_FRAME_RESIZE = 2,
+  WR_FRAME_SIGNAL = 3,
+  WR_FRAME_STARTED = 10,
+  WR_FRAME_STDOUT = 11,
+  WR_FRAME_STDERR = 12,
+  WR_FRAME_EXIT = 13,
+  WR_FRAME_ERROR = 14,
+};
+
+#define WR_FRAME_HEADER_SIZE 5
+#define WR_FRAME_MAX_PAYLOAD (16u << 20)
+
+struct wr_cli_frame {
+  uint8_t type;
+  const char *data; /* valid until the next feed/next call */
+  uint32_t len;
+};
+
+struct wr_cli_frame_decoder {
+  wr_buf_t buf;
+  size_t pos; /* start of the first undecoded byte in buf */
+};
+
+/* Append one frame (type, 4-byte big-endian length, payload) to out. */
+void wr_cli_frame_encode(wr_buf_t *out, uint8_t type, const void *payload,
+                         size_t len);
+void wr_cli_frame_encode_resize(wr_buf_t *out, uint16_t rows, uint16_t cols);
+void wr_cli_frame_decoder_init(struct wr_cli_frame_decoder *d);
+void wr_cli_frame_decoder_free(struct wr_cli_frame_decoder *d);
+void wr_cli_frame_feed(struct wr_cli_frame_decoder *d, const void *data,
+                       size_t len);
+/* 1 with *f filled, 0 when more bytes are needed, -1 for an oversized
+ * frame (err filled). */
+int wr_cli_frame_next(struct wr_cli_frame_decoder *d, struct wr_cli_frame *f,
+                      wr_error_t *err);
+
+/*
+ * The detach sequence Ctrl-P Ctrl-Q, recognised in typed input. A Ctrl-P
+ * is held back until the next byte shows whether it starts the sequence;
+ * the sequence itself is never forwarded.
+ */
+struct wr_cli_detach {
+  bool pending; /* a Ctrl-P was seen and held back */
+};
+/* Append the bytes to forward to out; true when the sequence completed
+ * (bytes after it are dropped). */
+bool wr_cli_detach_feed(struct wr_cli_detach *d, const char *in, size_t len,
+                        wr_buf_t *out);
+
+/* ---- terminal (tty.c) ---------------------------------------------------- */
+
+struct wr_cli_tty {
+  int fd;
+  bool raw;
+  struct termios saved;
+};
+/* Put fd in raw mode, remembering the old settings. */
+int wr_cli_tty_raw(struct wr_cli_tty *t, int fd, wr_error_t *err);
+/* Put the old settings back (idempotent). */
+void wr_cli_tty_restore(struct wr_cli_tty *t);
+/* Rows and columns of the terminal on stdout, else stdin; 0 when none. */
+void wr_cli_tty_size(unsigned *rows, unsigned *cols);
+
+/* ---- the interactive stream (stream.c) ----------------------------------- */
+
+struct wr_cli_stream_opts {
+  bool forward_stdin; /* send STDIN frames from fd 0 */
+  bool send_eof;      /* send STDIN_EOF at local EOF (at once if not
+                         forwarding stdin) */
+  bool tty;           /* raw terminal, RESIZE on SIGWINCH */
+  bool detach_keys;   /* Ctrl-P Ctrl-Q detaches */
+  bool signal_detach; /* SIGINT/TERM/HUP detach instead of being sent */
+};
+
+struct wr_cli_stream_result {
+  bool started;
+  bool detached;
+  json_t *exit;  /* the EXIT object, or NULL */
+  json_t *error; /* the ERROR object, or NULL */
+  int signal;    /* a local signal that ended the stream, or 0 */
+};
+
+/*
+ * Exchange frames on an upgraded connection until the process exits, the
+ * server reports an error, the user detaches, or the connection ends.
+ * STDOUT goes to fd 1 and STDERR to fd 2 as it arrives. `leftover` holds
+ * bytes that came with the 101 response.
+ */
+int wr_cli_stream_run(int sock, const char *leftover, size_t nleftover,
+                      const struct wr_cli_stream_opts *o,
+                      struct wr_cli_stream_result *res, wr_error_t *err);
+void wr_cli_stream_result_free(struct wr_cli_stream_result *res);
+/* Exit code from an EXIT object: exit_code, 124 when timed out. */
+int wr_cli_exit_code(const json_t *exit);
+
+#endif

@@ -1,0 +1,135 @@
+/* `warren inspect`: GET /v1/sandboxes/{id}, as aligned lines or JSON. */
+#include "cli/cli.h"
+
+#include <jansson.h>
+
+static const char help[] =
+    "Usage: warren inspect [--json] NAME\n"
+    "\n"
+    "Show a sandbox's details: state, image, times, limits, environment\n"
+    "and labels. NAME may also be the sandbox's id.\n"
+    "\n"
+    "Options:\n"
+    "  --json      print the sandbox object as JSON\n"
+    "  -h, --help  show this help\n"
+    "\n"
+    "Examples:\n"
+    "  warren inspect web\n"
+    "  warren inspect --json web | jq .limits\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option longopts[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void line(const char *key, const char *value) {
+  printf("%-10s %s\n", key, value);
+}
+
+/* A JSON value as text: strings as they are, null as "-". */
+static void field(const char *key, const json_t *v) {
+  char buf[64] = "-";
+
+  if (json_is_string(v)) {
+    line(key, json_string_value(v));
+    return;
+  }
+  if (json_is_integer(v))
+    snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+  else if (json_is_real(v))
+    snprintf(buf, sizeof(buf), "%g", json_real_value(v));
+  line(key, buf);
+}
+
+static void time_field(const char *key, const json_t *sb, const char *name) {
+  char ago[64];
+  _cleanup_free_ char *text = NULL;
+
+  wr_cli_field_ago(sb, name, ago, sizeof(ago));
+  text = xasprintf("%s (%s)", wr_cli_jstr(sb, name), ago);
+  line(key, text);
+}
+
+/* K=V lines under one key, "-" when there are none. */
+static void map_field(const char *key, const json_t *map) {
+  const char *k;
+  json_t *v;
+  bool first = true;
+
+  json_object_foreach((json_t *)map, k, v) {
+    _cleanup_free_ char *kv = xasprintf("%s=%s", k, json_string_value(v));
+    line(first ? key : "", kv);
+    first = false;
+  }
+  if (first)
+    line(key, "-");
+}
+
+/* Memory in binary units; an unset limit is "-". */
+static void print_limits(const json_t *limits) {
+  json_t *memory = json_object_get(limits, "memory_bytes");
+  char mem[32];
+
+  if (json_is_integer(memory)) {
+    wr_format_size((uint64_t)json_integer_value(memory), mem, sizeof(mem));
+    line("memory:", mem);
+  } else {
+    line("memory:", "-");
+  }
+  field("cpus:", json_object_get(limits, "cpus"));
+  field("pids:", json_object_get(limits, "pids"));
+}
+
+/* The order is the one a person looks for: who, what state, what from,
+ * when, then limits and settings. */
+static void print_sandbox(const json_t *sb) {
+  json_t *error = json_object_get(sb, "error");
+
+  line("name:", wr_cli_jstr(sb, "name"));
+  line("id:", wr_cli_jstr(sb, "id"));
+  line("state:", wr_cli_jstr(sb, "state"));
+  if (json_is_string(error))
+    line("error:", json_string_value(error));
+  line("image:", wr_cli_jstr(sb, "image"));
+  line("hostname:", wr_cli_jstr(sb, "hostname"));
+  line("workdir:", wr_cli_jstr(sb, "workdir"));
+  time_field("created:", sb, "created_at");
+  time_field("updated:", sb, "updated_at");
+  field("pid:", json_object_get(sb, "pid"));
+  field("uid base:", json_object_get(sb, "uid_base"));
+  print_limits(json_object_get(sb, "limits"));
+  map_field("env:", json_object_get(sb, "env"));
+  map_field("labels:", json_object_get(sb, "labels"));
+}
+
+/* `warren inspect`. */
+int wr_cli_cmd_inspect(const struct wr_cli_ctx *ctx, int argc, char **argv) {
+  _cleanup_json_ json_t *sb = NULL;
+  _cleanup_free_ char *path = NULL;
+  wr_error_t err = {0};
+  bool json = false;
+  int c;
+
+  optind = 0;
+  while ((c = wr_cli_getopt(argc, argv, ":h", longopts, &err)) != -1) {
+    if (c == '?')
+      return wr_cli_usage("inspect", &err);
+    if (c == 'h')
+      return wr_cli_help(help);
+    json = true;
+  }
+  if (argc - optind != 1) {
+    wr_error_set(&err, 0, "expected one sandbox name");
+    return wr_cli_usage("inspect", &err);
+  }
+  path = wr_cli_sandbox_path(argv[optind], NULL);
+  if (wr_cli_call(ctx, "GET", path, NULL, &sb, NULL, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (json)
+    return wr_cli_print_json(sb) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
+  print_sandbox(sb);
+  return WR_CLI_EXIT_OK;
+}

@@ -1,0 +1,188 @@
+/* `warren ls`: GET /v1/sandboxes as a table, names or JSON. */
+#include "cli/cli.h"
+
+#include <jansson.h>
+
+static const char help[] =
+    "Usage: warren ls [OPTIONS]\n"
+    "\n"
+    "List sandboxes: NAME ID STATE IMAGE MEMORY CPUS CREATED.\n"
+    "\n"
+    "Options:\n"
+    "  --label K=V    only sandboxes with this label (repeatable: all must\n"
+    "                 match)\n"
+    "  --state STATE  only sandboxes in this state: creating, running,\n"
+    "                 paused, stopped or error\n"
+    "  -q, --quiet    print names only\n"
+    "  --json         print a JSON array of sandbox objects\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Examples:\n"
+    "  warren ls\n"
+    "  warren ls --label team=infra --state running -q\n";
+
+enum { OPT_LABEL = 256, OPT_STATE, OPT_JSON };
+
+static const struct option longopts[] = {
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"quiet", no_argument, NULL, 'q'},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static bool state_valid(const char *s) {
+  static const char *const states[] = {"creating", "running", "paused",
+                                       "stopped", "error"};
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(states); i++)
+    if (strcmp(s, states[i]) == 0)
+      return true;
+  return false;
+}
+
+/* One option of ls; the state is checked against the known ones. */
+static int parse_option(struct wr_cli_ls_opts *o, int c, const char *arg,
+                        wr_error_t *err) {
+  switch (c) {
+  case OPT_LABEL:
+    return wr_cli_push_kv(&o->labels, arg, "--label", false, err);
+  case OPT_STATE:
+    if (!state_valid(arg))
+      return wr_error_set(err, 0,
+                          "invalid --state `%s` (creating, running, paused, "
+                          "stopped or error)",
+                          arg);
+    o->state = arg;
+    return 0;
+  case 'q':
+    o->quiet = true;
+    return 0;
+  case OPT_JSON:
+    o->json = true;
+    return 0;
+  default:
+    o->help = true;
+    return 0;
+  }
+}
+
+/* Options in any order; ls takes no operands. */
+int wr_cli_ls_parse(int argc, char **argv, struct wr_cli_ls_opts *o,
+                    wr_error_t *err) {
+  int c;
+
+  memset(o, 0, sizeof(*o));
+  optind = 0;
+  while ((c = wr_cli_getopt(argc, argv, ":hq", longopts, err)) != -1) {
+    if (c == '?' || parse_option(o, c, optarg, err) < 0)
+      return -1;
+  }
+  if (optind < argc && !o->help)
+    return wr_error_set(err, 0, "unexpected argument `%s`", argv[optind]);
+  return 0;
+}
+
+static void ls_opts_free(struct wr_cli_ls_opts *o) {
+  wr_strv_free(o->labels);
+}
+
+/* The filters as query parameters ("label=K=V", escaped). */
+char *wr_cli_ls_path(const struct wr_cli_ls_opts *o) {
+  wr_buf_t b;
+  char sep = '?';
+
+  wr_buf_init(&b);
+  wr_buf_puts(&b, "/v1/sandboxes");
+  for (size_t i = 0; o->labels != NULL && o->labels[i] != NULL; i++) {
+    _cleanup_free_ char *esc = wr_cli_escape(o->labels[i]);
+    wr_buf_printf(&b, "%clabel=%s", sep, esc);
+    sep = '&';
+  }
+  if (o->state != NULL)
+    wr_buf_printf(&b, "%cstate=%s", sep, o->state);
+  return wr_buf_steal(&b, NULL);
+}
+
+/* The daemon filters too; checking again here keeps the output right
+ * whatever subset of the filters it understood. */
+static bool matches(const struct wr_cli_ls_opts *o, const json_t *sb) {
+  json_t *labels = json_object_get(sb, "labels");
+
+  if (o->state != NULL && strcmp(wr_cli_jstr(sb, "state"), o->state) != 0)
+    return false;
+  for (size_t i = 0; o->labels != NULL && o->labels[i] != NULL; i++) {
+    const char *eq = strchr(o->labels[i], '=');
+    _cleanup_free_ char *key =
+        xstrndup(o->labels[i], (size_t)(eq - o->labels[i]));
+    const char *v = json_string_value(json_object_get(labels, key));
+    if (v == NULL || strcmp(v, eq + 1) != 0)
+      return false;
+  }
+  return true;
+}
+
+/* One sandbox as a row: limits in human units, the age in words. */
+static void add_row(struct wr_cli_table *t, const json_t *sb) {
+  json_t *limits = json_object_get(sb, "limits");
+  json_t *memory = json_object_get(limits, "memory_bytes");
+  json_t *cpus = json_object_get(limits, "cpus");
+  char mem[32] = "-", cpu[32] = "-", created[64];
+
+  if (json_is_integer(memory))
+    wr_format_size((uint64_t)json_integer_value(memory), mem, sizeof(mem));
+  if (json_is_number(cpus))
+    snprintf(cpu, sizeof(cpu), "%g", json_number_value(cpus));
+  wr_cli_field_ago(sb, "created_at", created, sizeof(created));
+  wr_cli_table_add(
+      t, (const char *const[]){wr_cli_jstr(sb, "name"), wr_cli_jstr(sb, "id"),
+                               wr_cli_jstr(sb, "state"),
+                               wr_cli_jstr(sb, "image"), mem, cpu, created});
+}
+
+/* A table, or one name per line for scripts (-q). */
+static int print_sandboxes(const struct wr_cli_ls_opts *o, json_t *list) {
+  struct wr_cli_table t _cleanup_(wr_cli_table_free) = {0};
+  size_t i;
+  json_t *sb;
+
+  wr_cli_table_init(&t, 7);
+  wr_cli_table_add(&t, (const char *const[]){"NAME", "ID", "STATE", "IMAGE",
+                                             "MEMORY", "CPUS", "CREATED"});
+  json_array_foreach(list, i, sb) {
+    if (o->quiet)
+      printf("%s\n", wr_cli_jstr(sb, "name"));
+    else
+      add_row(&t, sb);
+  }
+  if (!o->quiet)
+    wr_cli_table_print(&t, stdout);
+  return WR_CLI_EXIT_OK;
+}
+
+/* `warren ls`. */
+int wr_cli_cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv) {
+  struct wr_cli_ls_opts o _cleanup_(ls_opts_free) = {0};
+  _cleanup_json_ json_t *reply = NULL;
+  _cleanup_json_ json_t *list = json_array();
+  _cleanup_free_ char *path = NULL;
+  wr_error_t err = {0};
+  size_t i;
+  json_t *sb;
+
+  if (wr_cli_ls_parse(argc, argv, &o, &err) < 0)
+    return wr_cli_usage("ls", &err);
+  if (o.help)
+    return wr_cli_help(help);
+  path = wr_cli_ls_path(&o);
+  if (wr_cli_call(ctx, "GET", path, NULL, &reply, NULL, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  json_array_foreach(json_object_get(reply, "sandboxes"), i, sb) {
+    if (matches(&o, sb))
+      json_array_append(list, sb);
+  }
+  if (o.json)
+    return wr_cli_print_json(list) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
+  return print_sandboxes(&o, list);
+}

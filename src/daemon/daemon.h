@@ -1,0 +1,82 @@
+/*
+ * daemon: warrend's sandbox manager, its API handlers and its lifecycle.
+ *
+ * One libuv loop runs everything in struct wr_daemon; blocking work
+ * (mounts, clone, image builds, tar streams) runs on worker threads or in
+ * child processes and reports back to the loop. Only the loop thread
+ * touches struct wr_daemon and the sandboxes in it; worker jobs get copies
+ * of what they need.
+ */
+#ifndef WR_DAEMON_H
+#define WR_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "api/api.h"
+#include "common/common.h"
+#include "runtime/runtime.h"
+#include "store/store.h"
+
+struct wr_daemon_config {
+  const char *root;        /* state root; default /var/lib/warren */
+  const char *socket_path; /* default /run/warren/warrend.sock */
+  const char *listen_addr; /* optional TCP "HOST:PORT" */
+  const char *init_path;   /* warren-init; default next to warrend */
+  const char *cgroup_parent;
+  enum wr_cgroup_mode cgroup_mode;
+  const char *default_image; /* "base" */
+};
+
+struct wr_sandbox;
+struct wr_image_build;
+
+struct wr_daemon {
+  uv_loop_t *loop;
+  struct wr_daemon_config cfg;
+  wr_store_t *store;
+  struct wr_runtime *rt;
+  wr_http_server_t *http;
+  char *images_dir;   /* ROOT/images */
+  char *api_key;      /* for the TCP listener, or NULL */
+  struct wr_sandbox *sandboxes; /* list of sandboxes known to this daemon */
+  struct wr_image_build *builds; /* image builds in progress */
+  char *init_buf;     /* receive buffer for init messages (loop thread) */
+  uv_signal_t sigterm, sigint;
+  bool stopping;
+};
+
+int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
+                   const struct wr_daemon_config *cfg, wr_error_t *err);
+/* Reconcile the database with what runs (after a restart). */
+int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err);
+int wr_daemon_listen(struct wr_daemon *d, wr_error_t *err);
+/* Stop serving; sandboxes keep running. */
+void wr_daemon_shutdown(struct wr_daemon *d);
+void wr_daemon_fini(struct wr_daemon *d);
+
+/* The route table (also used by the test that compares it with
+ * docs/api.yaml). */
+const struct wr_http_route *wr_daemon_routes(size_t *n);
+
+/* ---- shared by the handler files ---------------------------------------- */
+
+/* Reply with an error derived from err->code (ENOENT -> 404 not_found,
+ * EEXIST -> 409 conflict, EINVAL -> 400 bad_request, EBUSY -> 409 busy,
+ * others -> 500 internal). */
+void wr_reply_err(wr_http_req_t *req, const wr_error_t *err);
+
+/* Images (images.c). */
+void wr_api_image_list(wr_http_req_t *req, void *ctx);
+void wr_api_image_get(wr_http_req_t *req, void *ctx);
+void wr_api_image_build(wr_http_req_t *req, void *ctx);
+void wr_api_image_delete(wr_http_req_t *req, void *ctx);
+/* ROOT/images/NAME/rootfs when the image is ready, else NULL + err. */
+char *wr_image_rootfs(struct wr_daemon *d, const char *name, wr_error_t *err);
+/* Forget builds that died with an earlier daemon. */
+void wr_images_recover(struct wr_daemon *d);
+/* Cancel running builds (daemon shutdown). */
+void wr_images_shutdown(struct wr_daemon *d);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * Internal to the daemon module: sandboxes as the manager holds them, the
+ * connection to each sandbox's warren-init, and the pieces the handler
+ * files share. Loop thread only, unless a comment says otherwise.
+ */
+#ifndef WR_DAEMON_INTERNAL_H
+#define WR_DAEMON_INTERNAL_H
+
+#include <jansson.h>
+
+#include "daemon/daemon.h"
+#include "init/init.h"
+
+struct wr_initconn;
+struct wr_proc;
+
+/* The options a sandbox was created with; immutable afterwards. */
+struct wr_sandbox_spec {
+  uint64_t memory_bytes;
+  double cpus;
+  uint64_t pids;
+  char **env;     /* "K=V" */
+  json_t *labels; /* object of strings */
+  char *workdir;
+};
+
+enum wr_sandbox_state {
+  WR_SB_CREATING,
+  WR_SB_RUNNING,
+  WR_SB_PAUSED,
+  WR_SB_STOPPED,
+  WR_SB_ERROR,
+};
+
+struct wr_sandbox {
+  struct wr_sandbox *next;
+  struct wr_daemon *d;
+  char *id;
+  char *name;
+  char *image;
+  char *image_dir; /* lower layer path */
+  uint32_t slot;
+  struct wr_sandbox_spec spec;
+  enum wr_sandbox_state state;
+  char *error;
+  int64_t created_ms, updated_ms;
+
+  /* While running (or paused). */
+  struct wr_rt_instance inst;
+  uv_poll_t pidfd_poll;   /* readable when warren-init exits */
+  bool pidfd_polling;
+  struct wr_initconn *conn;
+  int rootfd;             /* O_PATH fd of the merged root, or -1 */
+
+  /* A lifecycle operation (create, start, stop, rm, pause) is running on a
+   * worker thread or waiting for init to exit; others get 409 busy. */
+  const char *busy;
+  uv_timer_t stop_timer;  /* SIGKILL after the stop grace period */
+  bool stop_timer_init;
+  wr_http_req_t *stop_req; /* the request waiting for the stop to finish */
+  bool removing;          /* rm waits for the stop to finish */
+  bool removed;           /* gone from the table; freed when unreferenced */
+  int refs;
+
+  struct wr_proc *procs;  /* processes spawned through init */
+  unsigned next_tag;
+};
+
+/* ---- sandboxes (sandbox.c) ---------------------------------------------- */
+
+struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *id_or_name);
+/* Look up the {id} parameter; replies 404 and returns NULL when absent. */
+struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
+                                       wr_http_req_t *req);
+void wr_sandbox_ref(struct wr_sandbox *sb);
+void wr_sandbox_unref(struct wr_sandbox *sb);
+const char *wr_sandbox_state_name(enum wr_sandbox_state s);
+void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
+                          const char *error);
+json_t *wr_sandbox_json(const struct wr_sandbox *sb);
+/* The rt spec that describes sb (borrows its strings). */
+void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out);
+/* Called when warren-init is known to have exited. */
+void wr_sandbox_on_exit(struct wr_sandbox *sb);
+/* Begin watching a running instance (pidfd, control connection). */
+int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
+                      wr_error_t *err);
+/* The merged root for the files API (cached). */
+int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err);
+/* Build a struct wr_sandbox from a store record (recovery). */
+struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
+                                       const struct wr_sandbox_rec *rec,
+                                       wr_error_t *err);
+
+void wr_api_info(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_create(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_list(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_get(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_start(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx);
+
+/* ---- the connection to warren-init (initconn.c) -------------------------- */
+
+/* Reply callback: msg is NULL when the connection failed or closed before
+ * the reply came (err says why). fds received with the reply are owned by
+ * the callback. */
+typedef void (*wr_initconn_reply_fn)(void *arg, const struct wr_init_hdr *hdr,
+                                     const void *payload, int *fds,
+                                     size_t nfds, const wr_error_t *err);
+
+struct wr_initconn *wr_initconn_new(struct wr_sandbox *sb, int fd,
+                                    wr_error_t *err);
+/* Close and fail every pending request. */
+void wr_initconn_close(struct wr_initconn *c);
+/* Send a request (already encoded in msg with a placeholder id, which is
+ * rewritten) with fds; cb is called with the reply. The fds are borrowed
+ * (sent, not closed). */
+int wr_initconn_request(struct wr_initconn *c, wr_buf_t *msg, const int *fds,
+                        size_t nfds, wr_initconn_reply_fn cb, void *arg,
+                        wr_error_t *err);
+/* Detach a callback's arg (its owner is going away): the reply, when it
+ * comes, is dropped and its fds closed. */
+void wr_initconn_cancel(struct wr_initconn *c, void *arg);
+
+/* ---- processes (exec.c, procs.c) ---------------------------------------- */
+
+/* Frame types of the "warren-exec" upgraded stream (docs/api.yaml). */
+enum wr_frame_type {
+  WR_FRAME_STDIN = 0,
+  WR_FRAME_STDIN_EOF = 1,
+  WR_FRAME_RESIZE = 2,
+  WR_FRAME_SIGNAL = 3,
+  WR_FRAME_STARTED = 10,
+  WR_FRAME_STDOUT = 11,
+  WR_FRAME_STDERR = 12,
+  WR_FRAME_EXIT = 13,
+  WR_FRAME_ERROR = 14,
+};
+#define WR_FRAME_HDR 5
+#define WR_FRAME_MAX_IN (1u << 20)
+
+/* One output pipe (or the pty master) of a process. */
+struct wr_outsrc {
+  struct wr_proc *p;
+  uv_poll_t poll;
+  int fd;
+  int stream; /* 1 stdout, 2 stderr */
+  bool open;
+  bool paused;
+};
+
+/* Bytes on their way into a process's stdin (or its pty). */
+struct wr_inwriter {
+  struct wr_proc *p;
+  uv_poll_t poll;
+  int fd;
+  bool open;
+  bool polling;
+  bool eof_pending; /* close once the queue is empty */
+  wr_buf_t queue;
+};
+
+/* Retained output of a background process: chunks, oldest first. */
+struct wr_chunk {
+  struct wr_chunk *next;
+  uint64_t offset;
+  int stream;
+  size_t len;
+  char data[];
+};
+
+/* A client following a process: the exec request itself, or an attach /
+ * output request for a background process. */
+struct wr_watcher {
+  struct wr_watcher *next;
+  struct wr_proc *p;
+  wr_http_req_t *req;
+  bool frames;      /* upgraded "warren-exec" stream; else NDJSON */
+  bool interactive; /* accepts STDIN/RESIZE/SIGNAL frames */
+  bool follow;      /* stays for live output */
+  wr_buf_t in;      /* partial incoming frame */
+};
+
+struct wr_proc {
+  struct wr_proc *next;
+  struct wr_sandbox *sb;
+  uint32_t proc_id; /* 0 until init has spawned it */
+  int32_t pid;
+  char *tag; /* background processes */
+  char **argv;
+  bool tty;
+  bool background;
+  bool running;
+  bool have_status;
+  bool timed_out;
+  bool killed_on_abort;
+  int status;
+  int64_t started_ms, finished_ms;
+  struct wr_outsrc out[2];
+  struct wr_inwriter in;
+  struct wr_chunk *chunks, *last_chunk;
+  size_t held;
+  uint64_t total;
+  struct wr_watcher *watchers;
+  uv_timer_t timer;
+  bool timer_init;
+  int refs;
+  int handles; /* uv handles still open */
+  bool gone;   /* removed from the sandbox's list */
+};
+
+struct wr_proc *wr_proc_new(struct wr_sandbox *sb);
+void wr_proc_unref(struct wr_proc *p);
+struct wr_proc *wr_proc_find_tag(struct wr_sandbox *sb, const char *tag);
+/* Start reading the output fds (owned by the proc from now on). */
+void wr_proc_set_outputs(struct wr_proc *p, int out_fd, int err_fd);
+/* The fd that feeds stdin (owned); for a tty, a duplicate of the master. */
+void wr_proc_set_input(struct wr_proc *p, int fd);
+void wr_proc_write_input(struct wr_proc *p, const void *data, size_t len);
+void wr_proc_close_input(struct wr_proc *p);
+/* Send a signal through init (to the process group). */
+void wr_proc_signal(struct wr_proc *p, int sig);
+json_t *wr_proc_json(const struct wr_proc *p);
+json_t *wr_proc_exit_json(const struct wr_proc *p);
+/* Add a watcher for req; replays retained output from `offset`. */
+struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req,
+                            bool frames, bool interactive, bool follow,
+                            uint64_t offset);
+/* Send one frame to an upgraded request. */
+void wr_frame_send(wr_http_req_t *req, int type, const void *data,
+                   size_t len);
+/* Feed bytes from an upgraded client; returns -1 on a protocol error. */
+int wr_watcher_input(struct wr_watcher *w, const char *data, size_t len);
+/* Drop a process record (after exit, or on FORGET). */
+void wr_proc_remove(struct wr_proc *p);
+
+void wr_api_exec(wr_http_req_t *req, void *ctx);
+void wr_api_proc_list(wr_http_req_t *req, void *ctx);
+void wr_api_proc_get(wr_http_req_t *req, void *ctx);
+void wr_api_proc_output(wr_http_req_t *req, void *ctx);
+void wr_api_proc_signal(wr_http_req_t *req, void *ctx);
+void wr_api_proc_delete(wr_http_req_t *req, void *ctx);
+
+/* EXIT event from init. */
+void wr_procs_on_exit(struct wr_sandbox *sb, const struct wr_init_exit *ev);
+/* The sandbox stopped or its init connection closed: end every session. */
+void wr_procs_sandbox_gone(struct wr_sandbox *sb);
+/* After a daemon restart: take background processes back from init. */
+void wr_procs_recover(struct wr_sandbox *sb);
+void wr_procs_free_all(struct wr_sandbox *sb);
+
+/* ---- files (files_api.c) ------------------------------------------------ */
+
+void wr_api_files_read(wr_http_req_t *req, void *ctx);
+void wr_api_files_write(wr_http_req_t *req, void *ctx);
+void wr_api_files_stat(wr_http_req_t *req, void *ctx);
+void wr_api_files_list(wr_http_req_t *req, void *ctx);
+void wr_api_files_mkdir(wr_http_req_t *req, void *ctx);
+void wr_api_files_delete(wr_http_req_t *req, void *ctx);
+void wr_api_files_move(wr_http_req_t *req, void *ctx);
+void wr_api_files_chmod(wr_http_req_t *req, void *ctx);
+void wr_api_files_archive_get(wr_http_req_t *req, void *ctx);
+void wr_api_files_archive_put(wr_http_req_t *req, void *ctx);
+
+/* ---- users (users.c) ----------------------------------------------------- */
+
+struct wr_user {
+  uint32_t uid, gid;
+  uint32_t groups[WR_INIT_MAX_GROUPS];
+  uint32_t ngroups;
+  char home[256];
+  char name[64];
+};
+
+/* Resolve "root", "name", "uid" or "uid:gid" against /etc/passwd and
+ * /etc/group inside the sandbox's root. */
+int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
+                    wr_error_t *err);
+
+/* ---- small helpers (daemon.c) ------------------------------------------- */
+
+/* Parse and strictly unpack a JSON request body; replies 400 on failure. */
+json_t *wr_req_json(wr_http_req_t *req, const struct wr_json_field *fields,
+                    size_t n);
+/* Query flag: "true"/"1"/"" -> true, "false"/"0" -> false; others 400. */
+int wr_req_bool(wr_http_req_t *req, const char *name, bool def, bool *out);
+/* Run fn on the threadpool, then done on the loop. */
+struct wr_job;
+typedef void (*wr_job_fn)(struct wr_job *job);
+struct wr_job {
+  uv_work_t work;
+  struct wr_daemon *d;
+  wr_job_fn fn;   /* worker thread */
+  wr_job_fn done; /* loop thread; frees the job */
+  void *arg;
+  wr_error_t err;
+  int result;
+};
+void wr_job_queue(struct wr_daemon *d, struct wr_job *job);
+
+#endif

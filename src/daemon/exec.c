@@ -1,0 +1,513 @@
+/*
+ * POST /v1/sandboxes/{id}/exec and the background process routes.
+ *
+ * The daemon makes the pipes, resolves the user inside the sandbox, and
+ * asks warren-init to spawn the process with the pipes' child ends (or a
+ * pty that init allocates inside the sandbox). Only when init has answered
+ * does the HTTP reply start, so a command that cannot start is a plain 4xx
+ * error rather than a stream that ends badly.
+ */
+#include "daemon/daemon_internal.h"
+
+#include <fcntl.h>
+#include <signal.h>
+
+#define MAX_ARGS 4096
+#define MAX_PROCS_PER_SANDBOX 256
+
+static const char default_path[] =
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct exec_req {
+  json_t *cmd, *env;
+  const char *cwd, *user, *stdin_text, *tag;
+  double timeout;
+  bool tty, background;
+  int64_t rows, cols;
+  bool upgrade;
+};
+
+/* What a spawn needs until init replies. */
+struct spawn_ctx {
+  struct wr_sandbox *sb;
+  wr_http_req_t *req;
+  struct wr_proc *p;
+  struct exec_req x;
+  char *stdin_text;
+  int stdin_w;   /* our end of stdin (pipe), or -1 */
+  int out_r[2];  /* our ends of stdout, stderr */
+  bool aborted;
+};
+
+/* Unless set, PATH, HOME, USER, HOSTNAME and (with a tty) TERM get values a
+ * login would give; the sandbox's env then the exec's env override them. */
+static char **build_env(const struct wr_sandbox *sb, const struct wr_user *u,
+                        char **extra, bool tty) {
+  char **env = wr_strv_push(NULL, default_path);
+  _cleanup_free_ char *home = xasprintf("HOME=%s", u->home);
+  _cleanup_free_ char *user = xasprintf("USER=%s", u->name);
+  _cleanup_free_ char *host = xasprintf("HOSTNAME=%s", sb->name);
+  char **layers[] = {sb->spec.env, extra};
+
+  env = wr_strv_push(env, home);
+  env = wr_strv_push(env, user);
+  env = wr_strv_push(env, host);
+  if (tty)
+    env = wr_strv_push(env, "TERM=xterm-256color");
+  for (size_t l = 0; l < WR_ARRAY_SIZE(layers); l++) {
+    for (size_t i = 0; layers[l] != NULL && layers[l][i] != NULL; i++) {
+      const char *kv = layers[l][i];
+      size_t klen = (size_t)(strchr(kv, '=') - kv);
+      size_t k;
+      for (k = 0; env[k] != NULL; k++)
+        if (strncmp(env[k], kv, klen + 1) == 0)
+          break;
+      if (env[k] != NULL) {
+        free(env[k]);
+        env[k] = xstrdup(kv);
+      } else {
+        env = wr_strv_push(env, kv);
+      }
+    }
+  }
+  return env;
+}
+
+static void spawn_ctx_free(struct spawn_ctx *c) {
+  if (c->stdin_w >= 0)
+    close(c->stdin_w);
+  for (int i = 0; i < 2; i++)
+    if (c->out_r[i] >= 0)
+      close(c->out_r[i]);
+  free(c->stdin_text);
+  wr_sandbox_unref(c->sb);
+  free(c);
+}
+
+static int reply_spawn_error(wr_http_req_t *req,
+                             const struct wr_init_spawned *s,
+                             const char *cmd) {
+  const char *stage = s->stage;
+
+  if (strcmp(stage, "exec") == 0 && s->err == ENOENT)
+    wr_http_reply_error(req, 400, "command_not_found",
+                        "`%s`: command not found", cmd);
+  else if (strcmp(stage, "exec") == 0 &&
+           (s->err == EACCES || s->err == EPERM))
+    wr_http_reply_error(req, 400, "permission_denied",
+                        "`%s`: permission denied", cmd);
+  else if (strcmp(stage, "chdir") == 0)
+    wr_http_reply_error(req, 400, "exec_failed",
+                        "cannot enter the working directory: %s",
+                        strerror(s->err));
+  else if (strcmp(stage, "limit") == 0)
+    wr_http_reply_error(req, 409, "busy", "too many processes in flight");
+  else
+    wr_http_reply_error(req, 400, "exec_failed", "`%s`: %s failed: %s", cmd,
+                        stage, strerror(s->err));
+  return -1;
+}
+
+static void on_timeout(uv_timer_t *t) {
+  struct wr_proc *p = t->data;
+
+  p->timed_out = true;
+  wr_proc_signal(p, SIGKILL);
+}
+
+static void start_timer(struct wr_proc *p, double seconds) {
+  if (seconds <= 0)
+    return;
+  uv_timer_init(p->sb->d->loop, &p->timer);
+  p->timer.data = p;
+  p->timer_init = true;
+  p->refs++;
+  uv_timer_start(&p->timer, on_timeout, (uint64_t)(seconds * 1000), 0);
+}
+
+/* init has started the process: wire its fds and answer the client. */
+static void spawned(struct spawn_ctx *c, const struct wr_init_spawned *s,
+                    int master) {
+  struct wr_proc *p = c->p;
+  bool frames = c->x.upgrade;
+
+  p->proc_id = s->proc_id;
+  p->pid = s->pid;
+  if (p->tty) {
+    wr_proc_set_input(p, fcntl(master, F_DUPFD_CLOEXEC, 3));
+    wr_proc_set_outputs(p, master, -1);
+  } else {
+    wr_proc_set_input(p, steal_fd(&c->stdin_w));
+    wr_proc_set_outputs(p, steal_fd(&c->out_r[0]), steal_fd(&c->out_r[1]));
+  }
+  if (c->stdin_text != NULL) {
+    wr_proc_write_input(p, c->stdin_text, strlen(c->stdin_text));
+    wr_proc_close_input(p);
+  } else if (!frames && !p->tty) {
+    wr_proc_close_input(p);
+  }
+  start_timer(p, c->x.timeout);
+  if (c->x.background) {
+    wr_http_reply_json(c->req, 201, wr_proc_json(p));
+    return;
+  }
+  if (wr_watch(p, c->req, frames, frames, true, 0) == NULL)
+    return;
+  {
+    _cleanup_free_ char *started = xasprintf("{\"pid\":%d}", p->pid);
+    if (frames)
+      wr_frame_send(c->req, WR_FRAME_STARTED, started, strlen(started));
+    else {
+      _cleanup_free_ char *line =
+          xasprintf("{\"type\":\"started\",\"pid\":%d}\n", p->pid);
+      wr_http_stream_write(c->req, line, strlen(line));
+    }
+  }
+}
+
+static void on_spawned(void *arg, const struct wr_init_hdr *hdr,
+                       const void *payload, int *fds, size_t nfds,
+                       const wr_error_t *err) {
+  struct spawn_ctx *c = arg;
+  struct wr_init_spawned s;
+  wr_error_t derr;
+  int master = nfds > 0 ? fds[0] : -1;
+
+  for (size_t i = 1; i < nfds; i++)
+    close(fds[i]);
+  /* From here the request is answered or watched; c goes away. */
+  wr_http_on_abort(c->req, NULL, NULL);
+  if (hdr == NULL) {
+    wr_http_reply_error(c->req, 409, "not_running", "%s", err->msg);
+  } else if (hdr->type != WR_INIT_SPAWNED ||
+             wr_init_decode_spawned(payload, hdr->len, &s, &derr) < 0) {
+    wr_http_reply_error(c->req, 500, "internal", "bad reply from init");
+  } else if (s.err != 0) {
+    reply_spawn_error(c->req, &s, c->p->argv[0]);
+  } else if (c->p->tty && master < 0) {
+    wr_http_reply_error(c->req, 500, "internal", "init sent no pty");
+  } else {
+    spawned(c, &s, steal_fd(&master));
+    if (c->aborted && !c->x.background)
+      wr_proc_signal(c->p, SIGKILL);
+    spawn_ctx_free(c);
+    return;
+  }
+  if (master >= 0)
+    close(master);
+  wr_proc_remove(c->p);
+  spawn_ctx_free(c);
+}
+
+/* Pipes for a non-tty process: the child's ends go to init and are closed
+ * here once sent. */
+static int make_pipes(struct spawn_ctx *c, int child[3], wr_error_t *err) {
+  int p[3][2];
+
+  for (int i = 0; i < 3; i++) {
+    if (pipe2(p[i], O_CLOEXEC) < 0) {
+      for (int k = 0; k < i; k++) {
+        close(p[k][0]);
+        close(p[k][1]);
+      }
+      return wr_error_set(err, errno, "pipe");
+    }
+  }
+  child[0] = p[0][0];
+  c->stdin_w = p[0][1];
+  child[1] = p[1][1];
+  c->out_r[0] = p[1][0];
+  child[2] = p[2][1];
+  c->out_r[1] = p[2][0];
+  return 0;
+}
+
+static int send_spawn(struct spawn_ctx *c, const struct wr_user *u,
+                      char **argv, char **env, wr_error_t *err) {
+  struct wr_init_spawn s = {
+      .flags = (c->x.tty ? WR_SPAWN_TTY : 0) |
+               (c->x.background ? WR_SPAWN_BACKGROUND : 0),
+      .uid = u->uid, .gid = u->gid, .ngroups = u->ngroups,
+      .rows = (uint16_t)c->x.rows, .cols = (uint16_t)c->x.cols,
+      .tag = c->p->tag ? c->p->tag : "", .cwd = c->x.cwd,
+      .argc = (uint32_t)wr_strv_len(argv),
+      .envc = (uint32_t)wr_strv_len(env),
+      .argv = (const char **)argv, .env = (const char **)env,
+  };
+  int fds[5], child[3] = {-1, -1, -1};
+  size_t nfds = 0;
+  wr_buf_t msg;
+  int r;
+
+  memcpy(s.groups, u->groups, sizeof(u->groups));
+  if (!c->x.tty) {
+    if (make_pipes(c, child, err) < 0)
+      return -1;
+    memcpy(fds, child, sizeof(child));
+    nfds = 3;
+    if (c->x.background) {
+      fds[nfds++] = c->out_r[0];
+      fds[nfds++] = c->out_r[1];
+    }
+  }
+  wr_buf_init(&msg);
+  r = wr_init_encode_spawn(&msg, 0, &s, (uint16_t)nfds, err);
+  if (r == 0)
+    r = wr_initconn_request(c->sb->conn, &msg, fds, nfds, on_spawned, c, err);
+  wr_buf_free(&msg);
+  for (int i = 0; i < 3; i++)
+    if (child[i] >= 0)
+      close(child[i]);
+  return r;
+}
+
+static void on_early_abort(wr_http_req_t *req, void *arg) {
+  struct spawn_ctx *c = arg;
+
+  (void)req;
+  c->aborted = true;
+}
+
+static int parse_exec(wr_http_req_t *req, struct exec_req *x,
+                      json_t **body) {
+  struct wr_json_field f[] = {
+      {"cmd", WR_JSON_ARRAY, &x->cmd, true, NULL},
+      {"env", WR_JSON_OBJECT, &x->env, false, NULL},
+      {"cwd", WR_JSON_STRING, &x->cwd, false, NULL},
+      {"user", WR_JSON_STRING, &x->user, false, NULL},
+      {"timeout", WR_JSON_NUMBER, &x->timeout, false, NULL},
+      {"stdin", WR_JSON_STRING, &x->stdin_text, false, NULL},
+      {"tty", WR_JSON_BOOL, &x->tty, false, NULL},
+      {"rows", WR_JSON_INT, &x->rows, false, NULL},
+      {"cols", WR_JSON_INT, &x->cols, false, NULL},
+      {"background", WR_JSON_BOOL, &x->background, false, NULL},
+      {"tag", WR_JSON_STRING, &x->tag, false, NULL},
+  };
+
+  x->user = "root";
+  x->rows = 24;
+  x->cols = 80;
+  *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  if (*body == NULL)
+    return -1;
+  x->upgrade = wr_http_wants_upgrade(req, "warren-exec");
+  return 0;
+}
+
+static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
+                      wr_error_t *err) {
+  size_t nprocs = 0;
+
+  if (json_array_size(x->cmd) == 0)
+    return wr_error_setx(err, EINVAL, "cmd must name a program");
+  if (x->cwd != NULL && x->cwd[0] != '/')
+    return wr_error_setx(err, EINVAL, "cwd must be an absolute path");
+  if (x->timeout < 0 || x->timeout > 31 * 86400)
+    return wr_error_setx(err, EINVAL, "timeout must be 0 to 2678400 seconds");
+  if (x->rows < 1 || x->rows > 10000 || x->cols < 1 || x->cols > 10000)
+    return wr_error_setx(err, EINVAL, "rows and cols must be 1 to 10000");
+  if (x->tty && !x->upgrade && !x->background)
+    return wr_error_setx(err, EINVAL, "a tty needs an interactive connection "
+                                     "(Upgrade: warren-exec) or background");
+  if (x->tag != NULL && !x->background)
+    return wr_error_setx(err, EINVAL, "tag is only for background processes");
+  if (x->tag != NULL && !wr_name_valid(x->tag))
+    return wr_error_setx(err, EINVAL, "invalid tag `%s`", x->tag);
+  if (x->tag != NULL && wr_proc_find_tag(sb, x->tag) != NULL)
+    return wr_error_setx(err, EEXIST, "a process tagged `%s` exists", x->tag);
+  for (struct wr_proc *p = sb->procs; p != NULL; p = p->next)
+    nprocs++;
+  if (nprocs >= MAX_PROCS_PER_SANDBOX)
+    return wr_error_setx(err, EBUSY, "too many processes (%d) in flight; "
+                                    "remove finished background processes",
+                        MAX_PROCS_PER_SANDBOX);
+  return 0;
+}
+
+static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
+  if (sb->state == WR_SB_RUNNING && sb->busy == NULL && sb->conn != NULL)
+    return true;
+  if (sb->state == WR_SB_PAUSED)
+    wr_http_reply_error(req, 409, "paused",
+                        "sandbox `%s` is paused (resume it first)", sb->name);
+  else
+    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is not running%s",
+                        sb->name, sb->busy ? " (busy)" : "");
+  return false;
+}
+
+static char *next_tag(struct wr_sandbox *sb) {
+  for (;;) {
+    char *tag = xasprintf("p-%u", ++sb->next_tag);
+    if (wr_proc_find_tag(sb, tag) == NULL)
+      return tag;
+    free(tag);
+  }
+}
+
+void wr_api_exec(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  _cleanup_json_ json_t *body = NULL;
+  _cleanup_strv_ char **argv = NULL;
+  _cleanup_strv_ char **extra = NULL;
+  _cleanup_strv_ char **env = NULL;
+  struct spawn_ctx *c;
+  struct wr_user u;
+  wr_error_t err;
+  int rootfd;
+
+  if (sb == NULL || !check_running(sb, req))
+    return;
+  c = xcalloc(1, sizeof(*c));
+  c->stdin_w = c->out_r[0] = c->out_r[1] = -1;
+  c->sb = sb;
+  c->req = req;
+  wr_sandbox_ref(sb);
+  if (parse_exec(req, &c->x, &body) < 0) {
+    spawn_ctx_free(c);
+    return;
+  }
+  if (check_exec(sb, &c->x, &err) < 0 ||
+      wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &argv, &err) < 0 ||
+      (c->x.env && wr_json_env(c->x.env, "env", &extra, &err) < 0) ||
+      (rootfd = wr_sandbox_rootfd(sb, &err)) < 0 ||
+      wr_user_resolve(rootfd, c->x.user, &u, &err) < 0) {
+    wr_reply_err(req, &err);
+    spawn_ctx_free(c);
+    return;
+  }
+  if (c->x.cwd == NULL)
+    c->x.cwd = sb->spec.workdir;
+  env = build_env(sb, &u, extra, c->x.tty);
+  c->p = wr_proc_new(sb);
+  c->p->argv = wr_strv_dup(argv);
+  c->p->tty = c->x.tty;
+  c->p->background = c->x.background;
+  if (c->x.background)
+    c->p->tag = c->x.tag ? xstrdup(c->x.tag) : next_tag(sb);
+  if (c->x.stdin_text != NULL)
+    c->stdin_text = xstrdup(c->x.stdin_text);
+  wr_http_on_abort(req, on_early_abort, c);
+  if (send_spawn(c, &u, argv, env, &err) < 0) {
+    wr_proc_remove(c->p);
+    wr_reply_err(req, &err);
+    spawn_ctx_free(c);
+  }
+  /* The body is freed here; spawned() uses only copied strings, the cwd
+   * and tag having been sent already. */
+  c->x.cwd = NULL;
+  c->x.tag = NULL;
+}
+
+/* ---- background processes ------------------------------------------------ */
+
+static struct wr_proc *proc_from_req(struct wr_sandbox *sb,
+                                     wr_http_req_t *req) {
+  const char *tag = wr_http_param(req, "tag");
+  struct wr_proc *p = tag ? wr_proc_find_tag(sb, tag) : NULL;
+
+  if (p == NULL)
+    wr_http_reply_error(req, 404, "not_found",
+                        "no process tagged `%s` in sandbox `%s`",
+                        tag ? tag : "", sb->name);
+  return p;
+}
+
+void wr_api_proc_list(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  json_t *arr;
+
+  if (sb == NULL)
+    return;
+  arr = json_array();
+  for (struct wr_proc *p = sb->procs; p != NULL; p = p->next)
+    if (p->background && p->proc_id != 0)
+      json_array_insert_new(arr, 0, wr_proc_json(p));
+  wr_http_reply_json(req, 200, json_pack("{s:o}", "processes", arr));
+}
+
+void wr_api_proc_get(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_proc *p = sb ? proc_from_req(sb, req) : NULL;
+
+  if (p != NULL)
+    wr_http_reply_json(req, 200, wr_proc_json(p));
+}
+
+void wr_api_proc_output(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_proc *p = sb ? proc_from_req(sb, req) : NULL;
+  const char *off = wr_http_query(req, "offset");
+  uint64_t offset = 0;
+  bool follow, frames;
+  wr_error_t err;
+
+  if (p == NULL || wr_req_bool(req, "follow", false, &follow) < 0)
+    return;
+  if (off != NULL && wr_parse_u64(off, 0, UINT64_MAX, &offset, &err) < 0) {
+    wr_http_reply_error(req, 400, "bad_request", "offset: %s", err.msg);
+    return;
+  }
+  frames = wr_http_wants_upgrade(req, "warren-exec");
+  wr_watch(p, req, frames, frames, frames || follow, offset);
+}
+
+void wr_api_proc_signal(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_proc *p = sb ? proc_from_req(sb, req) : NULL;
+  const char *name = "TERM";
+  struct wr_json_field f[] = {
+      {"signal", WR_JSON_STRING, &name, false, NULL},
+  };
+  _cleanup_json_ json_t *body = NULL;
+  int sig;
+
+  if (p == NULL || (body = wr_req_json(req, f, WR_ARRAY_SIZE(f))) == NULL)
+    return;
+  sig = wr_signal_from_name(name);
+  if (sig <= 0) {
+    wr_http_reply_error(req, 400, "bad_request", "unknown signal `%s`", name);
+    return;
+  }
+  if (!p->running) {
+    wr_http_reply_error(req, 409, "not_running", "process `%s` has exited",
+                        p->tag);
+    return;
+  }
+  wr_proc_signal(p, sig);
+  wr_http_reply_empty(req, 204);
+}
+
+static void forget_reply(void *arg, const struct wr_init_hdr *hdr,
+                         const void *payload, int *fds, size_t nfds,
+                         const wr_error_t *err) {
+  (void)arg;
+  (void)hdr;
+  (void)payload;
+  (void)err;
+  for (size_t i = 0; i < nfds; i++)
+    close(fds[i]);
+}
+
+void wr_api_proc_delete(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_proc *p = sb ? proc_from_req(sb, req) : NULL;
+  struct wr_init_forget f;
+  wr_buf_t msg;
+
+  if (p == NULL)
+    return;
+  if (p->running) {
+    wr_http_reply_error(req, 409, "running",
+                        "process `%s` is still running (signal it first)",
+                        p->tag);
+    return;
+  }
+  f.proc_id = p->proc_id;
+  wr_buf_init(&msg);
+  wr_init_encode_simple(&msg, WR_INIT_FORGET, 0, &f, sizeof(f), 0);
+  wr_initconn_request(sb->conn, &msg, NULL, 0, forget_reply, NULL, NULL);
+  wr_buf_free(&msg);
+  wr_proc_remove(p);
+  wr_http_reply_empty(req, 204);
+}

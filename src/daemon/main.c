@@ -1,0 +1,172 @@
+/*
+ * warrend: the warren daemon. Parses its options, then hands over to the
+ * daemon module and runs the loop until SIGTERM or SIGINT.
+ *
+ * The one singleton, `daemon_state`, lives here; only the loop thread
+ * touches it (worker jobs get copies of what they need).
+ */
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include "daemon/daemon.h"
+
+static struct wr_daemon daemon_state;
+
+static const char usage[] =
+    "Usage: warrend [OPTIONS]\n"
+    "\n"
+    "Run the warren daemon in the foreground. It serves the API on a unix\n"
+    "socket (root only) and, with --listen, on TCP with an API key.\n"
+    "Sandboxes keep running when warrend stops or restarts.\n"
+    "\n"
+    "Options:\n"
+    "  --root DIR         state root (default /var/lib/warren)\n"
+    "  --socket PATH      unix socket (default /run/warren/warrend.sock)\n"
+    "  --listen ADDR      also listen on TCP HOST:PORT; clients need the key\n"
+    "                     in ROOT/api.key (made on first use)\n"
+    "  --init PATH        warren-init binary (default: next to warrend)\n"
+    "  --cgroup V         cgroup layout: auto, v1 or v2 (default auto)\n"
+    "  --cgroup-parent P  cgroup below which sandboxes live (default warren)\n"
+    "  --log-level L      error, warn, info or debug (default info)\n"
+    "  --log-json         log one JSON object per line\n"
+    "  -h, --help         show this help\n";
+
+static void die_usage(const char *msg, const char *arg) {
+  fprintf(stderr, "warrend: %s `%s`\nTry `warrend --help`.\n", msg, arg);
+  exit(2);
+}
+
+static enum wr_log_level parse_level(const char *s) {
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(names); i++)
+    if (strcmp(s, names[i]) == 0)
+      return (enum wr_log_level)i;
+  die_usage("unknown log level", s);
+  return WR_LOG_INFO;
+}
+
+static enum wr_cgroup_mode parse_cgroup(const char *s) {
+  if (strcmp(s, "auto") == 0)
+    return WR_CGROUP_AUTO;
+  if (strcmp(s, "v1") == 0)
+    return WR_CGROUP_V1;
+  if (strcmp(s, "v2") == 0)
+    return WR_CGROUP_V2;
+  die_usage("unknown cgroup layout", s);
+  return WR_CGROUP_AUTO;
+}
+
+/* warren-init next to this binary, or in ../lib/warren when installed. */
+static char *default_init_path(void) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  char *dir, *path;
+
+  if (n <= 0)
+    return xstrdup("/usr/local/lib/warren/warren-init");
+  self[n] = '\0';
+  dir = dirname(self);
+  path = xasprintf("%s/warren-init", dir);
+  if (access(path, X_OK) == 0)
+    return path;
+  free(path);
+  return xasprintf("%s/../lib/warren/warren-init", dir);
+}
+
+static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
+                       enum wr_log_level *level, bool *json) {
+  static const struct option opts[] = {
+      {"root", required_argument, NULL, 'r'},
+      {"socket", required_argument, NULL, 's'},
+      {"listen", required_argument, NULL, 'l'},
+      {"init", required_argument, NULL, 'i'},
+      {"cgroup", required_argument, NULL, 'c'},
+      {"cgroup-parent", required_argument, NULL, 'p'},
+      {"log-level", required_argument, NULL, 'L'},
+      {"log-json", no_argument, NULL, 'J'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  int c;
+
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r': cfg->root = optarg; break;
+    case 's': cfg->socket_path = optarg; break;
+    case 'l': cfg->listen_addr = optarg; break;
+    case 'i': cfg->init_path = optarg; break;
+    case 'c': cfg->cgroup_mode = parse_cgroup(optarg); break;
+    case 'p': cfg->cgroup_parent = optarg; break;
+    case 'L': *level = parse_level(optarg); break;
+    case 'J': *json = true; break;
+    case 'h': fputs(usage, stdout); exit(0);
+    default: fputs("Try `warrend --help`.\n", stderr); exit(2);
+    }
+  }
+  if (optind < argc)
+    die_usage("unexpected argument", argv[optind]);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)signum;
+  wr_daemon_shutdown(h->data);
+}
+
+/* Many sandboxes mean many fds (pidfds, control sockets, pipes). */
+static void raise_nofile(void) {
+  struct rlimit rl;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int main(int argc, char **argv) {
+  struct wr_daemon_config cfg = {
+      .root = "/var/lib/warren",
+      .socket_path = "/run/warren/warrend.sock",
+      .cgroup_parent = "warren",
+      .default_image = "base",
+  };
+  _cleanup_free_ char *init_path = NULL;
+  enum wr_log_level level = WR_LOG_INFO;
+  bool json = false;
+  wr_error_t err;
+  uv_loop_t *loop = uv_default_loop();
+  int r;
+
+  parse_args(argc, argv, &cfg, &level, &json);
+  wr_log_init("warrend", level, json);
+  if (geteuid() != 0) {
+    fputs("warrend: must run as root (it creates namespaces, cgroups and "
+          "mounts)\n", stderr);
+    return 1;
+  }
+  if (cfg.init_path == NULL)
+    cfg.init_path = init_path = default_init_path();
+  signal(SIGPIPE, SIG_IGN);
+  raise_nofile();
+  /* Blocking jobs (mounts, clone, tar streams) share the threadpool. */
+  setenv("UV_THREADPOOL_SIZE", "16", 0);
+  if (wr_daemon_init(&daemon_state, loop, &cfg, &err) < 0 ||
+      wr_daemon_recover(&daemon_state, &err) < 0 ||
+      wr_daemon_listen(&daemon_state, &err) < 0) {
+    wr_err("%s", err.msg);
+    return 1;
+  }
+  uv_signal_init(loop, &daemon_state.sigterm);
+  uv_signal_init(loop, &daemon_state.sigint);
+  daemon_state.sigterm.data = daemon_state.sigint.data = &daemon_state;
+  uv_signal_start(&daemon_state.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&daemon_state.sigint, on_signal, SIGINT);
+  wr_info("warrend %s ready (root %s, cgroup %s)", WR_VERSION, cfg.root,
+          wr_rt_cgroup_version(daemon_state.rt));
+  r = uv_run(loop, UV_RUN_DEFAULT);
+  wr_daemon_fini(&daemon_state);
+  return r == 0 ? 0 : 1;
+}

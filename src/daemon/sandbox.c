@@ -1,0 +1,889 @@
+/*
+ * The sandbox manager: the table of sandboxes, their state machine and the
+ * API handlers that drive it.
+ *
+ *   creating -> running <-> paused -> stopped -> (deleted)     error
+ *
+ * Each transition that blocks (mounting, cloning, freezing, cleaning up)
+ * runs as a job on the threadpool while the sandbox is marked busy; a
+ * second lifecycle request meanwhile gets 409 busy. Stopping is
+ * asynchronous: SIGTERM now, SIGKILL when the grace period ends, and the
+ * sandbox is stopped when warren-init's pidfd says it has exited.
+ */
+#include "daemon/daemon_internal.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#define DEFAULT_STOP_TIMEOUT_MS 10000
+#define MAX_LABELS 64
+
+static const char *const state_names[] = {"creating", "running", "paused",
+                                          "stopped", "error"};
+
+const char *wr_sandbox_state_name(enum wr_sandbox_state s) {
+  return state_names[s];
+}
+
+static int state_from_name(const char *s) {
+  for (size_t i = 0; i < WR_ARRAY_SIZE(state_names); i++)
+    if (strcmp(s, state_names[i]) == 0)
+      return (int)i;
+  return -1;
+}
+
+struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *key) {
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
+    if (strcmp(sb->id, key) == 0)
+      return sb;
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
+    if (strcmp(sb->name, key) == 0)
+      return sb;
+  return NULL;
+}
+
+struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
+                                       wr_http_req_t *req) {
+  const char *key = wr_http_param(req, "id");
+  struct wr_sandbox *sb = key ? wr_sandbox_find(d, key) : NULL;
+
+  if (sb == NULL)
+    wr_http_reply_error(req, 404, "not_found", "no sandbox `%s`",
+                        key ? key : "");
+  return sb;
+}
+
+static void spec_free(struct wr_sandbox_spec *s) {
+  wr_strv_free(s->env);
+  json_decref(s->labels);
+  free(s->workdir);
+}
+
+static void sandbox_free(struct wr_sandbox *sb) {
+  wr_procs_free_all(sb);
+  if (sb->rootfd >= 0)
+    close(sb->rootfd);
+  spec_free(&sb->spec);
+  free(sb->id);
+  free(sb->name);
+  free(sb->image);
+  free(sb->image_dir);
+  free(sb->error);
+  free(sb);
+}
+
+void wr_sandbox_ref(struct wr_sandbox *sb) { sb->refs++; }
+
+void wr_sandbox_unref(struct wr_sandbox *sb) {
+  if (--sb->refs == 0 && sb->removed)
+    sandbox_free(sb);
+}
+
+static void table_remove(struct wr_sandbox *sb) {
+  struct wr_sandbox **pp = &sb->d->sandboxes;
+
+  while (*pp != NULL && *pp != sb)
+    pp = &(*pp)->next;
+  if (*pp == sb)
+    *pp = sb->next;
+  sb->removed = true;
+  sb->refs++; /* balanced by the unref below, which may free it */
+  wr_sandbox_unref(sb);
+}
+
+void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
+                          const char *error) {
+  wr_error_t err;
+
+  sb->state = s;
+  free(sb->error);
+  sb->error = error ? xstrdup(error) : NULL;
+  sb->updated_ms = wr_now_ms();
+  if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s], error,
+                                 &err) < 0)
+    wr_err("sandbox %s: %s", sb->id, err.msg);
+}
+
+void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
+  *out = (struct wr_rt_spec){
+      .id = sb->id,
+      .hostname = sb->name,
+      .image_dir = sb->image_dir,
+      .slot = sb->slot,
+      .memory_bytes = sb->spec.memory_bytes,
+      .cpus = sb->spec.cpus,
+      .pids = sb->spec.pids,
+  };
+}
+
+int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err) {
+  struct wr_rt_spec spec;
+
+  if (sb->rootfd >= 0)
+    return sb->rootfd;
+  wr_sandbox_rt_spec(sb, &spec);
+  sb->rootfd = wr_rt_open_root(sb->d->rt, &spec, err);
+  return sb->rootfd;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static json_t *env_json(char **env) {
+  json_t *o = json_object();
+
+  for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+    const char *eq = strchr(env[i], '=');
+    _cleanup_free_ char *k = xstrndup(env[i], (size_t)(eq - env[i]));
+    json_object_set_new(o, k, json_string(eq + 1));
+  }
+  return o;
+}
+
+static json_t *time_json(int64_t ms) {
+  char buf[40];
+
+  wr_format_time(ms, buf, sizeof(buf));
+  return json_string(buf);
+}
+
+static json_t *limits_json(const struct wr_sandbox_spec *s) {
+  return json_pack("{s:o,s:o,s:o}", "memory_bytes",
+                   s->memory_bytes ? json_integer((json_int_t)s->memory_bytes)
+                                   : json_null(),
+                   "cpus", s->cpus > 0 ? json_real(s->cpus) : json_null(),
+                   "pids",
+                   s->pids ? json_integer((json_int_t)s->pids) : json_null());
+}
+
+json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
+  bool live = sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED;
+
+  return json_pack(
+      "{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:o,s:O,s:s,s:o,s:I,s:o}", "id",
+      sb->id, "name", sb->name, "image", sb->image, "state",
+      state_names[sb->state], "error",
+      sb->error ? json_string(sb->error) : json_null(), "created_at",
+      time_json(sb->created_ms), "updated_at", time_json(sb->updated_ms),
+      "hostname", sb->name, "limits", limits_json(&sb->spec), "env",
+      env_json(sb->spec.env), "labels", sb->spec.labels, "workdir",
+      sb->spec.workdir, "pid",
+      live && sb->inst.pid > 0 ? json_integer(sb->inst.pid) : json_null(),
+      "uid_base", (json_int_t)wr_rt_id_base(sb->slot), "memory_bytes",
+      live ? json_integer((json_int_t)wr_rt_memory_usage(sb->d->rt, sb->id))
+           : json_null());
+}
+
+/* The spec as stored: enough to rebuild the sandbox after a restart. */
+static char *spec_to_json(const struct wr_sandbox_spec *s) {
+  _cleanup_json_ json_t *j = json_pack(
+      "{s:I,s:f,s:I,s:o,s:O,s:s}", "memory_bytes", (json_int_t)s->memory_bytes,
+      "cpus", s->cpus, "pids", (json_int_t)s->pids, "env", env_json(s->env),
+      "labels", s->labels, "workdir", s->workdir);
+
+  return wr_json_dumps(j);
+}
+
+static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
+                          wr_error_t *err) {
+  _cleanup_json_ json_t *j = NULL;
+  int64_t mem = 0, pids = 0;
+  json_t *env = NULL, *labels = NULL;
+  const char *workdir = "/";
+  struct wr_json_field f[] = {
+      {"memory_bytes", WR_JSON_INT, &mem, false, NULL},
+      {"cpus", WR_JSON_NUMBER, &s->cpus, false, NULL},
+      {"pids", WR_JSON_INT, &pids, false, NULL},
+      {"env", WR_JSON_OBJECT, &env, false, NULL},
+      {"labels", WR_JSON_OBJECT, &labels, false, NULL},
+      {"workdir", WR_JSON_STRING, &workdir, false, NULL},
+  };
+
+  if (wr_json_parse_object(text, strlen(text), true, &j, err) < 0 ||
+      wr_json_unpack(j, f, WR_ARRAY_SIZE(f), err) < 0)
+    return -1;
+  s->memory_bytes = (uint64_t)mem;
+  s->pids = (uint64_t)pids;
+  if (env != NULL && wr_json_env(env, "env", &s->env, err) < 0)
+    return -1;
+  if (s->env == NULL)
+    s->env = xcalloc(1, sizeof(char *));
+  s->labels = labels ? json_incref(labels) : json_object();
+  s->workdir = xstrdup(workdir);
+  return 0;
+}
+
+/* ---- watching a running sandbox ----------------------------------------- */
+
+static void pidfd_closed(uv_handle_t *h) {
+  struct wr_sandbox *sb = h->data;
+
+  wr_sandbox_unref(sb);
+}
+
+static void stop_watching(struct wr_sandbox *sb) {
+  if (sb->pidfd_polling) {
+    sb->pidfd_polling = false;
+    uv_poll_stop(&sb->pidfd_poll);
+    uv_close((uv_handle_t *)&sb->pidfd_poll, pidfd_closed);
+  }
+  if (sb->conn != NULL) {
+    wr_initconn_close(sb->conn);
+    sb->conn = NULL;
+  }
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events) {
+  struct wr_sandbox *sb = h->data;
+  siginfo_t info;
+
+  (void)status;
+  (void)events;
+  /* Reap warren-init if this daemon started it (otherwise ECHILD). */
+  memset(&info, 0, sizeof(info));
+  waitid((idtype_t)3 /* P_PIDFD */, (id_t)sb->inst.pidfd, &info,
+         WEXITED | WNOHANG);
+  wr_sandbox_on_exit(sb);
+}
+
+int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
+                      wr_error_t *err) {
+  sb->inst = *inst;
+  sb->conn = wr_initconn_new(sb, inst->ctl, err);
+  if (sb->conn == NULL)
+    return -1;
+  if (uv_poll_init(sb->d->loop, &sb->pidfd_poll, inst->pidfd) < 0) {
+    wr_initconn_close(sb->conn);
+    sb->conn = NULL;
+    return wr_error_set(err, EIO, "watch warren-init");
+  }
+  sb->pidfd_poll.data = sb;
+  sb->pidfd_polling = true;
+  wr_sandbox_ref(sb);
+  uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
+  wr_store_sandbox_set_init(sb->d->store, sb->id, inst->pid, inst->start_time,
+                            NULL);
+  return 0;
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+struct sb_job {
+  struct wr_job job;
+  struct wr_sandbox *sb;
+  struct wr_rt_spec spec;
+  struct wr_rt_instance inst;
+  wr_http_req_t *req;
+  bool start;  /* create: start after preparing */
+  bool frozen; /* pause/resume */
+};
+
+static struct sb_job *sb_job_new(struct wr_sandbox *sb, wr_http_req_t *req,
+                                 const char *what, wr_job_fn fn,
+                                 wr_job_fn done) {
+  struct sb_job *j = xcalloc(1, sizeof(*j));
+
+  j->sb = sb;
+  j->req = req;
+  j->job.fn = fn;
+  j->job.done = done;
+  j->job.arg = j;
+  j->inst.pidfd = j->inst.ctl = -1;
+  wr_sandbox_rt_spec(sb, &j->spec);
+  sb->busy = what;
+  wr_sandbox_ref(sb);
+  return j;
+}
+
+static void sb_job_end(struct sb_job *j) {
+  j->sb->busy = NULL;
+  wr_sandbox_unref(j->sb);
+  free(j);
+}
+
+static bool check_busy(struct wr_sandbox *sb, wr_http_req_t *req) {
+  if (sb->busy == NULL)
+    return false;
+  wr_http_reply_error(req, 409, "busy", "sandbox `%s` is busy (%s)", sb->name,
+                      sb->busy);
+  return true;
+}
+
+static void reply_sandbox(wr_http_req_t *req, int status,
+                          struct wr_sandbox *sb) {
+  if (req != NULL)
+    wr_http_reply_json(req, status, wr_sandbox_json(sb));
+}
+
+/* Adopt a freshly started instance; on failure kill it. */
+static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
+                          wr_error_t *err) {
+  if (wr_sandbox_attach(sb, inst, err) < 0) {
+    wr_rt_kill(sb->d->rt, sb->id, inst->pidfd, NULL);
+    close(inst->pidfd);
+    close(inst->ctl);
+    return -1;
+  }
+  wr_sandbox_set_state(sb, WR_SB_RUNNING, NULL);
+  return 0;
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+static void create_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_prepare(job->d->rt, &j->spec, &job->err);
+  if (job->result == 0 && j->start)
+    job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
+  if (job->result < 0)
+    wr_rt_remove(job->d->rt, j->spec.id, NULL);
+}
+
+static void create_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+
+  if (job->result == 0 && j->start &&
+      adopt_instance(sb, &j->inst, &job->err) < 0)
+    job->result = -1;
+  if (job->result < 0) {
+    wr_warn("create sandbox %s: %s", sb->name, job->err.msg);
+    wr_http_reply_error(j->req, 500, "create_failed", "%s", job->err.msg);
+    wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
+    table_remove(sb);
+  } else {
+    if (!j->start)
+      wr_sandbox_set_state(sb, WR_SB_STOPPED, NULL);
+    wr_info("sandbox %s (%s) created", sb->name, sb->id);
+    reply_sandbox(j->req, 201, sb);
+  }
+  sb_job_end(j);
+}
+
+struct create_req {
+  const char *name, *image, *workdir;
+  uint64_t memory;
+  double cpus;
+  int64_t pids;
+  json_t *env, *labels;
+  bool start;
+};
+
+static int check_labels(const json_t *labels, wr_error_t *err) {
+  const char *k;
+  json_t *v;
+
+  if (json_object_size(labels) > MAX_LABELS)
+    return wr_error_setx(err, EINVAL, "at most %d labels", MAX_LABELS);
+  json_object_foreach((json_t *)labels, k, v) {
+    if (*k == '\0' || strlen(k) > 128 || strchr(k, '=') != NULL)
+      return wr_error_setx(err, EINVAL, "invalid label name `%s`", k);
+    if (!json_is_string(v) || json_string_length(v) > 1024)
+      return wr_error_setx(err, EINVAL,
+                          "label `%s` must be a string (at most 1024 bytes)",
+                          k);
+  }
+  return 0;
+}
+
+static int check_limits(struct wr_daemon *d, const struct create_req *c,
+                        wr_error_t *err) {
+  if (c->memory != 0 && c->memory < (4u << 20))
+    return wr_error_setx(err, EINVAL, "memory must be at least 4 MiB");
+  if (c->cpus < 0 || c->cpus > 1024)
+    return wr_error_setx(err, EINVAL, "cpus must be between 0.01 and 1024");
+  if (c->cpus > 0 && c->cpus < 0.01)
+    return wr_error_setx(err, EINVAL, "cpus must be at least 0.01");
+  if (c->pids < 0 || c->pids > 4194304)
+    return wr_error_setx(err, EINVAL, "pids must be between 1 and 4194304");
+  if (c->memory && !wr_rt_can_limit(d->rt, "memory"))
+    return wr_error_setx(err, EINVAL, "this host cannot limit memory "
+                                     "(no memory cgroup controller)");
+  if (c->cpus > 0 && !wr_rt_can_limit(d->rt, "cpus"))
+    return wr_error_setx(err, EINVAL,
+                        "this host cannot limit cpus (no cpu controller)");
+  if (c->pids && !wr_rt_can_limit(d->rt, "pids"))
+    return wr_error_setx(err, EINVAL,
+                        "this host cannot limit pids (no pids controller)");
+  return 0;
+}
+
+static int check_create(struct wr_daemon *d, const struct create_req *c,
+                        wr_error_t *err) {
+  if (c->name != NULL && !wr_name_valid(c->name))
+    return wr_error_setx(err, EINVAL,
+                        "invalid name `%s` (use 1-63 of a-z 0-9 . _ -, "
+                        "starting with a letter or digit)",
+                        c->name);
+  if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL)
+    return wr_error_setx(err, EEXIST, "a sandbox named `%s` already exists",
+                        c->name);
+  if (c->workdir[0] != '/' || wr_path_check(c->workdir, err) < 0)
+    return wr_error_setx(err, EINVAL, "workdir must be an absolute path");
+  if (c->labels != NULL && check_labels(c->labels, err) < 0)
+    return -1;
+  return check_limits(d, c, err);
+}
+
+static struct wr_sandbox *sandbox_new(struct wr_daemon *d,
+                                      const struct create_req *c,
+                                      wr_error_t *err) {
+  struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
+
+  sb->d = d;
+  sb->rootfd = -1;
+  sb->inst.pidfd = sb->inst.ctl = -1;
+  do {
+    free(sb->id);
+    sb->id = wr_random_id("sb-", 6);
+  } while (wr_sandbox_find(d, sb->id) != NULL);
+  sb->name = xstrdup(c->name ? c->name : sb->id);
+  sb->image = xstrdup(c->image);
+  sb->spec.memory_bytes = c->memory;
+  sb->spec.cpus = c->cpus;
+  sb->spec.pids = (uint64_t)c->pids;
+  sb->spec.workdir = xstrdup(c->workdir);
+  sb->spec.labels = c->labels ? json_deep_copy(c->labels) : json_object();
+  sb->state = WR_SB_CREATING;
+  sb->created_ms = sb->updated_ms = wr_now_ms();
+  if (c->env != NULL && wr_json_env(c->env, "env", &sb->spec.env, err) < 0) {
+    sandbox_free(sb);
+    return NULL;
+  }
+  if (sb->spec.env == NULL)
+    sb->spec.env = xcalloc(1, sizeof(char *));
+  sb->image_dir = wr_image_rootfs(d, c->image, err);
+  if (sb->image_dir == NULL) {
+    sandbox_free(sb);
+    return NULL;
+  }
+  return sb;
+}
+
+/* Record the new sandbox (reserving its uid slot) and add it to the table. */
+static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
+                          wr_error_t *err) {
+  _cleanup_free_ char *spec = spec_to_json(&sb->spec);
+  struct wr_sandbox_rec rec = {
+      .id = sb->id, .name = sb->name, .image = sb->image,
+      .state = "creating", .spec_json = spec,
+      .created_ms = sb->created_ms, .updated_ms = sb->updated_ms,
+  };
+
+  if (wr_store_sandbox_free_slot(d->store, &sb->slot, err) < 0)
+    return -1;
+  if (sb->slot > WR_MAX_SLOT)
+    return wr_error_setx(err, ENOSPC, "no free uid range for a new sandbox");
+  rec.slot = sb->slot;
+  if (wr_store_sandbox_insert(d->store, &rec, err) < 0)
+    return -1;
+  sb->next = d->sandboxes;
+  d->sandboxes = sb;
+  sb->refs = 1; /* the table's reference */
+  return 0;
+}
+
+void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
+  struct wr_daemon *d = ctx;
+  struct create_req c = {.image = d->cfg.default_image, .workdir = "/",
+                         .start = true};
+  struct wr_json_field f[] = {
+      {"name", WR_JSON_STRING, &c.name, false, NULL},
+      {"image", WR_JSON_STRING, &c.image, false, NULL},
+      {"memory", WR_JSON_SIZE, &c.memory, false, NULL},
+      {"cpus", WR_JSON_NUMBER, &c.cpus, false, NULL},
+      {"pids", WR_JSON_INT, &c.pids, false, NULL},
+      {"env", WR_JSON_OBJECT, &c.env, false, NULL},
+      {"labels", WR_JSON_OBJECT, &c.labels, false, NULL},
+      {"workdir", WR_JSON_STRING, &c.workdir, false, NULL},
+      {"start", WR_JSON_BOOL, &c.start, false, NULL},
+  };
+  _cleanup_json_ json_t *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  struct wr_sandbox *sb;
+  struct sb_job *j;
+  wr_error_t err;
+
+  if (body == NULL)
+    return;
+  if (check_create(d, &c, &err) < 0 ||
+      (sb = sandbox_new(d, &c, &err)) == NULL) {
+    wr_reply_err(req, &err);
+    return;
+  }
+  if (sandbox_insert(d, sb, &err) < 0) {
+    sandbox_free(sb);
+    wr_reply_err(req, &err);
+    return;
+  }
+  j = sb_job_new(sb, req, "creating", create_work, create_done);
+  j->start = c.start;
+  wr_job_queue(d, &j->job);
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+static void start_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
+}
+
+static void start_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  if (job->result == 0)
+    job->result = adopt_instance(j->sb, &j->inst, &job->err);
+  if (job->result < 0) {
+    wr_sandbox_set_state(j->sb, WR_SB_STOPPED, job->err.msg);
+    wr_http_reply_error(j->req, 500, "start_failed", "%s", job->err.msg);
+  } else {
+    wr_info("sandbox %s started", j->sb->name);
+    reply_sandbox(j->req, 200, j->sb);
+  }
+  sb_job_end(j);
+}
+
+void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+
+  if (sb == NULL || check_busy(sb, req))
+    return;
+  if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
+    reply_sandbox(req, 200, sb);
+    return;
+  }
+  wr_job_queue(sb->d, &sb_job_new(sb, req, "starting", start_work,
+                                  start_done)->job);
+}
+
+/* ---- stop and exit ------------------------------------------------------ */
+
+static void cleanup_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_cleanup(job->d->rt, j->spec.id, &job->err);
+}
+
+static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req);
+
+static void cleanup_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+  wr_http_req_t *req = sb->stop_req;
+
+  if (job->result < 0)
+    wr_warn("sandbox %s: clean up: %s", sb->name, job->err.msg);
+  sb->stop_req = NULL;
+  wr_sandbox_set_state(sb, WR_SB_STOPPED, sb->error);
+  wr_info("sandbox %s stopped", sb->name);
+  sb_job_end(j);
+  if (sb->removing)
+    remove_after_stop(sb, req);
+  else
+    reply_sandbox(req, 200, sb);
+}
+
+static void stop_timer_closed(uv_handle_t *h) {
+  wr_sandbox_unref(h->data);
+}
+
+void wr_sandbox_on_exit(struct wr_sandbox *sb) {
+  bool expected = sb->busy != NULL;
+  struct sb_job *j;
+
+  stop_watching(sb);
+  wr_procs_sandbox_gone(sb);
+  if (sb->stop_timer_init) {
+    sb->stop_timer_init = false;
+    uv_close((uv_handle_t *)&sb->stop_timer, stop_timer_closed);
+  }
+  if (sb->inst.pidfd >= 0)
+    close(sb->inst.pidfd);
+  sb->inst.pidfd = -1;
+  sb->inst.pid = 0;
+  wr_store_sandbox_set_init(sb->d->store, sb->id, 0, 0, NULL);
+  if (!expected) {
+    free(sb->error);
+    sb->error = xstrdup("warren-init exited unexpectedly");
+    wr_warn("sandbox %s: %s", sb->name, sb->error);
+  }
+  j = sb_job_new(sb, NULL, "stopping", cleanup_work, cleanup_done);
+  wr_job_queue(sb->d, &j->job);
+}
+
+static void kill_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_kill(job->d->rt, j->spec.id, -1, &job->err);
+}
+
+static void kill_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  if (job->result < 0)
+    wr_warn("sandbox %s: kill: %s", j->sb->name, job->err.msg);
+  wr_sandbox_unref(j->sb);
+  free(j);
+}
+
+/* SIGKILL everything; the pidfd then reports init's exit. Runs on the
+ * threadpool because v1 cgroups need freeze-kill-thaw rounds. */
+static void kill_now(struct wr_sandbox *sb) {
+  struct sb_job *j = xcalloc(1, sizeof(*j));
+
+  if (sb->inst.pidfd >= 0)
+    syscall(SYS_pidfd_send_signal, sb->inst.pidfd, SIGKILL, NULL, 0);
+  j->sb = sb;
+  j->job.fn = kill_work;
+  j->job.done = kill_done;
+  j->job.arg = j;
+  wr_sandbox_rt_spec(sb, &j->spec);
+  wr_sandbox_ref(sb);
+  wr_job_queue(sb->d, &j->job);
+}
+
+static void on_stop_timeout(uv_timer_t *t) {
+  struct wr_sandbox *sb = t->data;
+
+  wr_info("sandbox %s: grace period over, killing", sb->name);
+  kill_now(sb);
+}
+
+/* Begin stopping: thaw (a frozen process cannot handle SIGTERM), SIGTERM to
+ * init, which forwards it to every process and exits when they are gone;
+ * SIGKILL after the grace period (0: at once). */
+static void begin_stop(struct wr_sandbox *sb, uint64_t grace_ms) {
+  sb->busy = "stopping";
+  if (sb->state == WR_SB_PAUSED)
+    wr_rt_freeze(sb->d->rt, sb->id, false, NULL);
+  if (grace_ms == 0) {
+    kill_now(sb);
+    return;
+  }
+  syscall(SYS_pidfd_send_signal, sb->inst.pidfd, SIGTERM, NULL, 0);
+  uv_timer_init(sb->d->loop, &sb->stop_timer);
+  sb->stop_timer.data = sb;
+  sb->stop_timer_init = true;
+  wr_sandbox_ref(sb);
+  uv_timer_start(&sb->stop_timer, on_stop_timeout, grace_ms, 0);
+}
+
+void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx) {
+  double timeout = DEFAULT_STOP_TIMEOUT_MS / 1000.0;
+  struct wr_json_field f[] = {
+      {"timeout", WR_JSON_NUMBER, &timeout, false, NULL},
+  };
+  _cleanup_json_ json_t *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  struct wr_sandbox *sb;
+
+  if (body == NULL)
+    return;
+  if (timeout < 0 || timeout > 3600) {
+    wr_http_reply_error(req, 400, "bad_request",
+                        "timeout must be between 0 and 3600 seconds");
+    return;
+  }
+  sb = wr_sandbox_from_req(ctx, req);
+  if (sb == NULL || check_busy(sb, req))
+    return;
+  if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED) {
+    reply_sandbox(req, 200, sb);
+    return;
+  }
+  sb->stop_req = req;
+  begin_stop(sb, (uint64_t)(timeout * 1000));
+}
+
+/* ---- pause and resume ---------------------------------------------------- */
+
+static void freeze_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_freeze(job->d->rt, j->spec.id, j->frozen, &job->err);
+}
+
+static void freeze_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+
+  if (job->result < 0) {
+    wr_http_reply_error(j->req, 500, "internal", "%s", job->err.msg);
+  } else if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
+    wr_sandbox_set_state(sb, j->frozen ? WR_SB_PAUSED : WR_SB_RUNNING, NULL);
+    reply_sandbox(j->req, 200, sb);
+  } else {
+    reply_sandbox(j->req, 409, sb);
+  }
+  sb_job_end(j);
+}
+
+static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  enum wr_sandbox_state want = frozen ? WR_SB_PAUSED : WR_SB_RUNNING;
+  struct sb_job *j;
+
+  if (sb == NULL || check_busy(sb, req))
+    return;
+  if (sb->state == want) {
+    reply_sandbox(req, 200, sb);
+    return;
+  }
+  if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED) {
+    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is %s",
+                        sb->name, state_names[sb->state]);
+    return;
+  }
+  j = sb_job_new(sb, req, frozen ? "pausing" : "resuming", freeze_work,
+                 freeze_done);
+  j->frozen = frozen;
+  wr_job_queue(sb->d, &j->job);
+}
+
+void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx) {
+  pause_or_resume(req, ctx, true);
+}
+
+void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx) {
+  pause_or_resume(req, ctx, false);
+}
+
+/* ---- remove ------------------------------------------------------------- */
+
+static void remove_work(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+
+  job->result = wr_rt_remove(job->d->rt, j->spec.id, &job->err);
+}
+
+static void remove_done(struct wr_job *job) {
+  struct sb_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+
+  if (job->result < 0) {
+    wr_sandbox_set_state(sb, WR_SB_ERROR, job->err.msg);
+    wr_http_reply_error(j->req, 500, "remove_failed", "%s", job->err.msg);
+  } else {
+    wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
+    wr_info("sandbox %s removed", sb->name);
+    table_remove(sb);
+    if (j->req != NULL)
+      wr_http_reply_empty(j->req, 204);
+  }
+  sb_job_end(j);
+}
+
+static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
+  sb->removing = false;
+  if (sb->rootfd >= 0) {
+    close(sb->rootfd);
+    sb->rootfd = -1;
+  }
+  wr_job_queue(sb->d, &sb_job_new(sb, req, "removing", remove_work,
+                                  remove_done)->job);
+}
+
+void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb;
+  bool force;
+
+  if (wr_req_bool(req, "force", false, &force) < 0)
+    return;
+  sb = wr_sandbox_from_req(ctx, req);
+  if (sb == NULL || check_busy(sb, req))
+    return;
+  if ((sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) && !force) {
+    wr_http_reply_error(req, 409, "not_stopped",
+                        "sandbox `%s` is %s: stop it first or force removal",
+                        sb->name, state_names[sb->state]);
+    return;
+  }
+  if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
+    sb->removing = true;
+    sb->stop_req = req;
+    begin_stop(sb, 0);
+    return;
+  }
+  remove_after_stop(sb, req);
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+static bool label_matches(const struct wr_sandbox *sb, const char *filter) {
+  const char *eq = strchr(filter, '=');
+  _cleanup_free_ char *key = NULL;
+  json_t *v;
+
+  if (eq == NULL)
+    return json_object_get(sb->spec.labels, filter) != NULL;
+  key = xstrndup(filter, (size_t)(eq - filter));
+  v = json_object_get(sb->spec.labels, key);
+  return v != NULL && strcmp(json_string_value(v), eq + 1) == 0;
+}
+
+void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
+  struct wr_daemon *d = ctx;
+  const char *label = wr_http_query(req, "label");
+  const char *state = wr_http_query(req, "state");
+  json_t *arr = json_array();
+  size_t n = 0;
+
+  if (state != NULL && state_from_name(state) < 0) {
+    json_decref(arr);
+    wr_http_reply_error(req, 400, "bad_request", "unknown state `%s`", state);
+    return;
+  }
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
+    n++;
+  /* The table is newest first; list oldest first. */
+  for (size_t i = n; i > 0; i--) {
+    struct wr_sandbox *sb = d->sandboxes;
+    for (size_t k = 1; k < i; k++)
+      sb = sb->next;
+    if (label != NULL && !label_matches(sb, label))
+      continue;
+    if (state != NULL && strcmp(state, state_names[sb->state]) != 0)
+      continue;
+    json_array_append_new(arr, wr_sandbox_json(sb));
+  }
+  wr_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
+}
+
+void wr_api_sandbox_get(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+
+  if (sb != NULL)
+    reply_sandbox(req, 200, sb);
+}
+
+/* ---- recovery ------------------------------------------------------------ */
+
+struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
+                                       const struct wr_sandbox_rec *rec,
+                                       wr_error_t *err) {
+  struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
+  int state = state_from_name(rec->state);
+
+  sb->d = d;
+  sb->rootfd = -1;
+  sb->inst.pidfd = sb->inst.ctl = -1;
+  sb->id = xstrdup(rec->id);
+  sb->name = xstrdup(rec->name);
+  sb->image = xstrdup(rec->image);
+  sb->image_dir = xasprintf("%s/%s/rootfs", d->images_dir, rec->image);
+  sb->slot = rec->slot;
+  sb->state = state < 0 ? WR_SB_ERROR : (enum wr_sandbox_state)state;
+  sb->error = rec->error ? xstrdup(rec->error) : NULL;
+  sb->created_ms = rec->created_ms;
+  sb->updated_ms = rec->updated_ms;
+  if (spec_from_json(rec->spec_json ? rec->spec_json : "{}", &sb->spec,
+                     err) < 0) {
+    sandbox_free(sb);
+    return NULL;
+  }
+  sb->next = d->sandboxes;
+  d->sandboxes = sb;
+  sb->refs = 1;
+  return sb;
+}

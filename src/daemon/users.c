@@ -1,0 +1,151 @@
+/*
+ * Resolving a user inside a sandbox: /etc/passwd and /etc/group are read
+ * from the sandbox's root (confined, bounded: they are the sandbox's own,
+ * untrusted files) and parsed field by field.
+ */
+#include "daemon/daemon_internal.h"
+
+#include <fcntl.h>
+
+#define MAX_DB_BYTES (4u << 20)
+
+static int read_db(int rootfd, const char *path, char **out,
+                   wr_error_t *err) {
+  _cleanup_close_ int fd = wr_open_in_root(rootfd, path, O_RDONLY, 0, NULL);
+  wr_buf_t b;
+  char chunk[8192];
+  ssize_t n;
+
+  *out = NULL;
+  if (fd < 0)
+    return 0; /* no such file: only numeric users work */
+  wr_buf_init(&b);
+  while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+    if (b.len + (size_t)n > MAX_DB_BYTES) {
+      wr_buf_free(&b);
+      return wr_error_setx(err, EFBIG, "%s is too large", path);
+    }
+    wr_buf_append(&b, chunk, (size_t)n);
+  }
+  *out = b.data ? wr_buf_steal(&b, NULL) : xstrdup("");
+  return 0;
+}
+
+/* Split a line into at most `max` colon-separated fields in place. */
+static size_t split_fields(char *line, char **f, size_t max) {
+  size_t n = 0;
+
+  f[n++] = line;
+  for (char *p = line; *p != '\0' && n < max; p++) {
+    if (*p == ':') {
+      *p = '\0';
+      f[n++] = p + 1;
+    }
+  }
+  return n;
+}
+
+static bool parse_id(const char *s, uint32_t *out) {
+  uint64_t v;
+
+  if (wr_parse_u64(s, 0, WR_ID_COUNT - 1, &v, NULL) < 0)
+    return false;
+  *out = (uint32_t)v;
+  return true;
+}
+
+/* Find a passwd entry by name (or by uid when name is NULL). */
+static bool find_passwd(char *db, const char *name, uint32_t uid,
+                        struct wr_user *u) {
+  for (char *save = NULL, *line = strtok_r(db, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *f[7];
+    uint32_t id, gid;
+    if (split_fields(line, f, 7) < 7 || !parse_id(f[2], &id) ||
+        !parse_id(f[3], &gid))
+      continue;
+    if (name != NULL ? strcmp(f[0], name) != 0 : id != uid)
+      continue;
+    u->uid = id;
+    u->gid = gid;
+    wr_strlcpy(u->name, f[0], sizeof(u->name));
+    wr_strlcpy(u->home, *f[5] ? f[5] : "/", sizeof(u->home));
+    return true;
+  }
+  return false;
+}
+
+static bool member_of(char *list, const char *name) {
+  for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL;
+       m = strtok_r(NULL, ",", &save))
+    if (strcmp(m, name) == 0)
+      return true;
+  return false;
+}
+
+/* Supplementary groups that list the user as a member. */
+static void find_groups(char *db, struct wr_user *u) {
+  u->ngroups = 0;
+  for (char *save = NULL, *line = strtok_r(db, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *f[4];
+    uint32_t gid;
+    if (split_fields(line, f, 4) < 4 || !parse_id(f[2], &gid))
+      continue;
+    if (gid != u->gid && member_of(f[3], u->name) &&
+        u->ngroups < WR_INIT_MAX_GROUPS)
+      u->groups[u->ngroups++] = gid;
+  }
+}
+
+/* "uid[:gid]" without a passwd entry: a bare identity. */
+static int numeric_user(const char *spec, struct wr_user *u,
+                        wr_error_t *err) {
+  _cleanup_free_ char *copy = xstrdup(spec);
+  char *colon = strchr(copy, ':');
+
+  if (colon != NULL)
+    *colon = '\0';
+  if (!parse_id(copy, &u->uid) ||
+      (colon != NULL && !parse_id(colon + 1, &u->gid)))
+    return wr_error_setx(err, EINVAL, "invalid user `%s`", spec);
+  if (colon == NULL)
+    u->gid = u->uid;
+  snprintf(u->name, sizeof(u->name), "%u", u->uid);
+  wr_strlcpy(u->home, "/", sizeof(u->home));
+  return 0;
+}
+
+int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
+                    wr_error_t *err) {
+  _cleanup_free_ char *passwd = NULL;
+  _cleanup_free_ char *group = NULL;
+  _cleanup_free_ char *uid_part = xstrdup(spec);
+  char *colon = strchr(uid_part, ':');
+  uint32_t uid = 0, gid;
+  bool numeric;
+
+  memset(out, 0, sizeof(*out));
+  if (*spec == '\0' || strlen(spec) > 64)
+    return wr_error_setx(err, EINVAL, "invalid user `%s`", spec);
+  if (colon != NULL)
+    *colon = '\0';
+  numeric = parse_id(uid_part, &uid);
+  if (read_db(rootfd, "/etc/passwd", &passwd, err) < 0 ||
+      read_db(rootfd, "/etc/group", &group, err) < 0)
+    return -1;
+  if (passwd == NULL ||
+      !find_passwd(passwd, numeric ? NULL : uid_part, uid, out)) {
+    if (!numeric)
+      return wr_error_setx(err, EINVAL, "no user `%s` in the sandbox", spec);
+    return numeric_user(spec, out, err);
+  }
+  if (colon != NULL) {
+    if (!parse_id(colon + 1, &gid))
+      return wr_error_setx(err, EINVAL, "invalid group in `%s`", spec);
+    out->gid = gid;
+  }
+  if (group != NULL)
+    find_groups(group, out);
+  return 0;
+}

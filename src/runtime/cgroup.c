@@ -1,0 +1,141 @@
+/*
+ * cgroups: detect the host's layout (pure v2, or v1 with an optional
+ * unified hierarchy beside it, as on hybrid hosts) and dispatch to the
+ * version's implementation.
+ */
+#include "runtime/cgroup.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <mntent.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+
+static const char *ctrl_names[WR_CG_NCTRL] = {"memory", "pids", "cpu",
+                                              "freezer"};
+
+static bool is_cgroup2(const char *path) {
+  struct statfs sf;
+
+  return statfs(path, &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Find v1 controller mount points in /proc/self/mounts. */
+static void find_v1_mounts(struct wr_cgroup *cg) {
+  _cleanup_fclose_ FILE *f = setmntent("/proc/self/mounts", "re");
+  struct mntent *m;
+
+  if (f == NULL)
+    return;
+  while ((m = getmntent(f)) != NULL) {
+    if (strcmp(m->mnt_type, "cgroup") != 0)
+      continue;
+    for (int i = 0; i < WR_CG_NCTRL; i++) {
+      if (cg->v1_mount[i] == NULL && hasmntopt(m, ctrl_names[i]) != NULL)
+        cg->v1_mount[i] = xstrdup(m->mnt_dir);
+    }
+  }
+}
+
+/* The first cgroup2 mount in /proc/self/mounts, or NULL. */
+static char *find_v2_mount(void) {
+  _cleanup_fclose_ FILE *f = setmntent("/proc/self/mounts", "re");
+  struct mntent *m;
+
+  if (f == NULL)
+    return NULL;
+  while ((m = getmntent(f)) != NULL)
+    if (strcmp(m->mnt_type, "cgroup2") == 0)
+      return xstrdup(m->mnt_dir);
+  return NULL;
+}
+
+static int init_v2(struct wr_cgroup *cg, const char *v2_mount,
+                   wr_error_t *err) {
+  cg->version = 2;
+  cg->ops = &wr_cgroup_v2_ops;
+  cg->v2_mount = v2_mount ? xstrdup(v2_mount) : find_v2_mount();
+  if (cg->v2_mount == NULL)
+    return wr_error_set(err, ENOENT, "no cgroup2 hierarchy is mounted");
+  if (!is_cgroup2(cg->v2_mount))
+    return wr_error_set(err, EINVAL, "`%s` is not a cgroup2 mount",
+                        cg->v2_mount);
+  return 0;
+}
+
+static int init_v1(struct wr_cgroup *cg, wr_error_t *err) {
+  cg->version = 1;
+  cg->ops = &wr_cgroup_v1_ops;
+  find_v1_mounts(cg);
+  if (cg->v1_mount[WR_CG_FREEZER] == NULL)
+    return wr_error_set(err, ENOENT,
+                        "cgroup v1 host without a freezer hierarchy");
+  return 0;
+}
+
+int wr_cgroup_init(struct wr_cgroup *cg, int force_version,
+                   const char *parent, const char *v2_mount,
+                   wr_error_t *err) {
+  int r;
+
+  memset(cg, 0, sizeof(*cg));
+  cg->parent = xstrdup(parent);
+  if (force_version == 2 ||
+      (force_version == 0 && is_cgroup2("/sys/fs/cgroup")))
+    r = init_v2(cg, v2_mount ? v2_mount : "/sys/fs/cgroup", err);
+  else
+    r = init_v1(cg, err);
+  if (r < 0)
+    return wr_error_wrap(err, "cgroups");
+  return cg->ops->setup(cg, err);
+}
+
+void wr_cgroup_fini(struct wr_cgroup *cg) {
+  free(cg->parent);
+  free(cg->v2_mount);
+  for (int i = 0; i < WR_CG_NCTRL; i++)
+    free(cg->v1_mount[i]);
+  memset(cg, 0, sizeof(*cg));
+}
+
+int wr_cgroup_write(const char *dir, const char *file, const char *value,
+                    wr_error_t *err) {
+  _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  size_t len = strlen(value);
+
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", path);
+  if (write(fd, value, len) != (ssize_t)len)
+    return wr_error_set(err, errno, "write `%s` to `%s`", value, path);
+  return 0;
+}
+
+int wr_cgroup_read(const char *dir, const char *file, char *buf, size_t size) {
+  _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+
+  if (fd < 0)
+    return -1;
+  n = read(fd, buf, size - 1);
+  if (n < 0)
+    return -1;
+  buf[n] = '\0';
+  return (int)n;
+}
+
+int wr_cgroup_rmdir(const char *dir, wr_error_t *err) {
+  struct timespec pause = {0, 2 * 1000 * 1000};
+
+  /* Tasks that were just killed may still be counted for a moment. */
+  for (int i = 0; i < 500; i++) {
+    if (rmdir(dir) == 0 || errno == ENOENT)
+      return 0;
+    if (errno != EBUSY)
+      break;
+    nanosleep(&pause, NULL);
+  }
+  return wr_error_set(err, errno, "remove cgroup `%s`", dir);
+}

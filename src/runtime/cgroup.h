@@ -1,0 +1,76 @@
+/*
+ * Internal to the runtime: one interface over cgroups v1 and v2.
+ *
+ * cgroup.c detects the host's layout and dispatches to cgroup_v1.c or
+ * cgroup_v2.c. Each sandbox gets PARENT/ID in every hierarchy it uses.
+ */
+#ifndef WR_RUNTIME_CGROUP_H
+#define WR_RUNTIME_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#define WR_CGROUP_MAX_HIER 5
+
+struct wr_cgroup_limits {
+  uint64_t memory_bytes; /* 0: none */
+  double cpus;           /* 0: none */
+  uint64_t pids;         /* 0: none */
+};
+
+struct wr_cgroup;
+
+struct wr_cgroup_ops {
+  /* Create the parent group(s) and note which controllers work. */
+  int (*setup)(struct wr_cgroup *cg, wr_error_t *err);
+  int (*create)(const struct wr_cgroup *cg, const char *id,
+                const struct wr_cgroup_limits *lim, wr_error_t *err);
+  /* Open the cgroup.procs files a new process writes "0" into to join. */
+  int (*open_procs)(const struct wr_cgroup *cg, const char *id, int *fds,
+                    size_t *n, wr_error_t *err);
+  int (*freeze)(const struct wr_cgroup *cg, const char *id, bool frozen,
+                wr_error_t *err);
+  int (*kill)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);
+  int (*remove)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);
+  bool (*populated)(const struct wr_cgroup *cg, const char *id);
+  uint64_t (*memory)(const struct wr_cgroup *cg, const char *id);
+};
+
+/* Controllers warren uses. */
+enum wr_cgroup_ctrl {
+  WR_CG_MEMORY = 0,
+  WR_CG_PIDS,
+  WR_CG_CPU,
+  WR_CG_FREEZER,
+  WR_CG_NCTRL,
+};
+
+struct wr_cgroup {
+  int version; /* 1 or 2 */
+  const struct wr_cgroup_ops *ops;
+  char *parent; /* "warren" */
+  /* v2: the mount point. v1: one mount point per controller (NULL when the
+   * controller is not mounted). */
+  char *v2_mount;
+  char *v1_mount[WR_CG_NCTRL];
+  bool available[WR_CG_NCTRL];
+};
+
+extern const struct wr_cgroup_ops wr_cgroup_v1_ops;
+extern const struct wr_cgroup_ops wr_cgroup_v2_ops;
+
+/* Detect (or force) the layout and make sure the parent cgroups exist. */
+int wr_cgroup_init(struct wr_cgroup *cg, int force_version,
+                   const char *parent, const char *v2_mount, wr_error_t *err);
+void wr_cgroup_fini(struct wr_cgroup *cg);
+
+/* Helpers shared by the two implementations. */
+int wr_cgroup_write(const char *dir, const char *file, const char *value,
+                    wr_error_t *err);
+int wr_cgroup_read(const char *dir, const char *file, char *buf, size_t size);
+/* rmdir, retrying briefly while the kernel still counts dying tasks. */
+int wr_cgroup_rmdir(const char *dir, wr_error_t *err);
+
+#endif

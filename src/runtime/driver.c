@@ -1,0 +1,447 @@
+/*
+ * The ns driver's entry points: prepare, start, stop, freeze, remove and
+ * re-attach sandboxes, each a short pipeline over the steps in userns.c,
+ * mount.c, cgroup*.c, seccomp.c and spawn.c.
+ */
+#include "runtime/runtime_internal.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+#include "init/init.h"
+
+#define HELLO_TIMEOUT_MS 10000
+
+/* Copy warren-init into a sealed, executable memfd: sandboxes exec it from
+ * there, so nothing inside can reach (let alone overwrite) a host file
+ * through /proc/1/exe. */
+static int load_init(const char *path, wr_error_t *err) {
+  _cleanup_free_ char *data = NULL;
+  size_t len = 0;
+  int fd;
+
+  if (wr_read_file(path, 64 << 20, &data, &len, err) < 0)
+    return wr_error_wrap(err, "load warren-init");
+#ifdef MFD_EXEC
+  fd = memfd_create("warren-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL)
+#endif
+    fd = memfd_create("warren-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return wr_error_set(err, errno, "memfd_create");
+  if (wr_write_all(fd, data, len, err) < 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE |
+                                 F_SEAL_SEAL) < 0) {
+    int e = errno;
+    close(fd);
+    return wr_error_set(err, e, "seal warren-init");
+  }
+  return fd;
+}
+
+int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
+              wr_error_t *err) {
+  struct wr_runtime *rt = xcalloc(1, sizeof(*rt));
+  int force = cfg->cgroup_mode == WR_CGROUP_V1   ? 1
+              : cfg->cgroup_mode == WR_CGROUP_V2 ? 2
+                                                 : 0;
+
+  rt->init_memfd = -1;
+  rt->root = xstrdup(cfg->root);
+  rt->sandboxes_dir = xasprintf("%s/sandboxes", cfg->root);
+  if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
+      (rt->init_memfd = load_init(cfg->init_path, err)) < 0 ||
+      wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
+      wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent,
+                     cfg->cgroup_v2_mount, err) < 0) {
+    wr_rt_free(rt);
+    return -1;
+  }
+  *out = rt;
+  return 0;
+}
+
+void wr_rt_free(struct wr_runtime *rt) {
+  if (rt == NULL)
+    return;
+  if (rt->init_memfd >= 0)
+    close(rt->init_memfd);
+  free(rt->seccomp_progs);
+  wr_cgroup_fini(&rt->cg);
+  free(rt->root);
+  free(rt->sandboxes_dir);
+  free(rt);
+}
+
+const char *wr_rt_cgroup_version(const struct wr_runtime *rt) {
+  return rt->cg.version == 2 ? "v2" : "v1";
+}
+
+bool wr_rt_can_limit(const struct wr_runtime *rt, const char *what) {
+  if (strcmp(what, "memory") == 0)
+    return rt->cg.available[WR_CG_MEMORY];
+  if (strcmp(what, "pids") == 0)
+    return rt->cg.available[WR_CG_PIDS];
+  if (strcmp(what, "cpus") == 0)
+    return rt->cg.available[WR_CG_CPU];
+  return false;
+}
+
+char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id) {
+  return xasprintf("%s/%s", rt->sandboxes_dir, id);
+}
+
+/* mkdir and chown a new directory; an existing one is left alone (it may
+ * be the mounted root, where a chown would change the sandbox's "/"). */
+static int mkdir_owned(const char *path, mode_t mode, uid_t owner,
+                       wr_error_t *err) {
+  if (mkdir(path, mode) < 0)
+    return errno == EEXIST ? 0 : wr_error_set(err, errno, "mkdir `%s`", path);
+  if (chown(path, owner, owner) < 0)
+    return wr_error_set(err, errno, "chown `%s`", path);
+  return 0;
+}
+
+static int make_dirs(const struct wr_runtime *rt, const struct wr_rt_spec *s,
+                     wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, s->id);
+  _cleanup_free_ char *upper = xasprintf("%s/upper", dir);
+  _cleanup_free_ char *work = xasprintf("%s/work", dir);
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return wr_error_set(err, errno, "mkdir `%s`", dir);
+  if (mkdir_owned(upper, 0755, wr_rt_id_base(s->slot), err) < 0 ||
+      mkdir_owned(work, 0700, 0, err) < 0 ||
+      mkdir_owned(rootfs, 0755, 0, err) < 0)
+    return -1;
+  return 0;
+}
+
+/* Write a small file inside the sandbox's root, owned by its root. */
+static int write_in_root(int rootfd, const char *path, const char *text,
+                         uid_t owner, wr_error_t *err) {
+  _cleanup_close_ int fd = -1;
+
+  fd = wr_open_in_root(rootfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
+                       0644, err);
+  if (fd < 0)
+    return -1;
+  if (fchown(fd, owner, owner) < 0)
+    return wr_error_set(err, errno, "chown `%s`", path);
+  return wr_write_all(fd, text, strlen(text), err);
+}
+
+/* The mount points warren needs, and the files that name the sandbox. */
+static int seed_root(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
+  static const char *const dirs[] = {"proc", "dev", "sys", "tmp", "etc"};
+  _cleanup_free_ char *hosts = NULL;
+  _cleanup_free_ char *hostname = xasprintf("%s\n", s->hostname);
+  uid_t owner = wr_rt_id_base(s->slot);
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(dirs); i++) {
+    if (mkdirat(rootfd, dirs[i], 0755) < 0 && errno != EEXIST)
+      return wr_error_set(err, errno, "mkdir `/%s`", dirs[i]);
+  }
+  hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+                    "ip6-loopback\n127.0.1.1\t%s\n",
+                    s->hostname);
+  if (write_in_root(rootfd, "/etc/hostname", hostname, owner, err) < 0 ||
+      write_in_root(rootfd, "/etc/hosts", hosts, owner, err) < 0)
+    return wr_error_wrap(err, "seed root");
+  return 0;
+}
+
+static int ensure_mounted(const struct wr_runtime *rt,
+                          const struct wr_rt_spec *s, int userns_fd,
+                          wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, s->id);
+
+  if (make_dirs(rt, s, err) < 0)
+    return -1;
+  return wr_rootfs_mount(dir, s->image_dir, userns_fd, err);
+}
+
+int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                  wr_error_t *err) {
+  _cleanup_close_ int userns = -1;
+  _cleanup_close_ int rootfd = -1;
+
+  if (wr_userns_create(spec->slot, &userns, err) < 0 ||
+      ensure_mounted(rt, spec, userns, err) < 0)
+    return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
+  rootfd = wr_rt_open_root(rt, spec, err);
+  if (rootfd < 0 || seed_root(rootfd, spec, err) < 0)
+    return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
+  return 0;
+}
+
+int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                    wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, spec->id);
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+  int fd;
+
+  if (!wr_rootfs_is_mounted(dir)) {
+    _cleanup_close_ int userns = -1;
+    if (wr_userns_create(spec->slot, &userns, err) < 0 ||
+        ensure_mounted(rt, spec, userns, err) < 0)
+      return -1;
+  }
+  fd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", rootfs);
+  return fd;
+}
+
+static int connect_ctl(const char *ctl_path, wr_error_t *err) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int s;
+
+  if (wr_strlcpy(sa.sun_path, ctl_path, sizeof(sa.sun_path)) < 0)
+    return wr_error_set(err, ENAMETOOLONG, "`%s`", ctl_path);
+  s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return wr_error_set(err, errno, "socket");
+  if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    int e = errno;
+    close(s);
+    return wr_error_set(err, e, "connect to warren-init");
+  }
+  return s;
+}
+
+/* Connect to warren-init and wait for its HELLO_OK: that is when its setup
+ * (user namespace, capabilities, seccomp) is done. */
+static int hello(const char *ctl_path, int *out, wr_error_t *err) {
+  _cleanup_close_ int s = connect_ctl(ctl_path, err);
+  char buf[WR_INIT_MAX_MSG];
+  int fds[WR_INIT_MAX_FDS];
+  size_t nfds = 0;
+  struct pollfd p;
+  wr_buf_t msg;
+  ssize_t n;
+
+  if (s < 0)
+    return -1;
+  wr_buf_init(&msg);
+  wr_init_encode_simple(&msg, WR_INIT_HELLO, 1, NULL, 0, 0);
+  n = wr_init_send(s, msg.data, msg.len, NULL, 0, err);
+  wr_buf_free(&msg);
+  if (n < 0)
+    return -1;
+  p = (struct pollfd){.fd = s, .events = POLLIN};
+  if (poll(&p, 1, HELLO_TIMEOUT_MS) != 1)
+    return wr_error_set(err, ETIMEDOUT, "warren-init did not answer");
+  n = wr_init_recv(s, buf, sizeof(buf), fds, &nfds, err);
+  for (size_t i = 0; i < nfds; i++)
+    close(fds[i]);
+  if (n <= 0)
+    return n == 0 ? wr_error_set(err, ECONNRESET, "warren-init exited") : -1;
+  *out = steal_fd(&s);
+  return 0;
+}
+
+uint64_t wr_rt_proc_start_time(pid_t pid) {
+  char path[64], buf[1024];
+  _cleanup_close_ int fd = -1;
+  unsigned long long start = 0;
+  ssize_t n;
+  char *p;
+
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+    return 0;
+  buf[n] = '\0';
+  /* The command name may contain spaces and parentheses: skip past the
+   * last ')', then field 22 (starttime) is the 20th after it. */
+  p = strrchr(buf, ')');
+  if (p == NULL)
+    return 0;
+  for (int field = 2; field < 22 && p != NULL; field++)
+    p = strchr(p + 1, ' ');
+  if (p != NULL)
+    start = strtoull(p + 1, NULL, 10);
+  return start;
+}
+
+struct start_fds {
+  int userns, log, seccomp;
+  int cgroups[WR_CGROUP_MAX_HIER];
+  size_t ncgroups;
+};
+
+static void close_start_fds(struct start_fds *f) {
+  wr_closep(&f->userns);
+  wr_closep(&f->log);
+  wr_closep(&f->seccomp);
+  for (size_t i = 0; i < f->ncgroups; i++)
+    close(f->cgroups[i]);
+}
+
+static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
+                          const char *dir, struct start_fds *f,
+                          wr_error_t *err) {
+  struct wr_cgroup_limits lim = {s->memory_bytes, s->cpus, s->pids};
+  _cleanup_free_ char *log = xasprintf("%s/init.log", dir);
+
+  if (wr_userns_create(s->slot, &f->userns, err) < 0 ||
+      ensure_mounted(rt, s, f->userns, err) < 0)
+    return -1;
+  f->log = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (f->log < 0)
+    return wr_error_set(err, errno, "open `%s`", log);
+  f->seccomp = wr_seccomp_memfd(rt->seccomp_progs, rt->seccomp_len, err);
+  if (f->seccomp < 0)
+    return -1;
+  /* A cgroup left by a sandbox that died with the host is emptied first. */
+  if (rt->cg.ops->kill(&rt->cg, s->id, NULL) < 0 ||
+      rt->cg.ops->create(&rt->cg, s->id, &lim, err) < 0)
+    return -1;
+  return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups,
+                                err);
+}
+
+static void fail_start(struct wr_runtime *rt, const char *id, int pidfd) {
+  if (pidfd >= 0) {
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    close(pidfd);
+  }
+  wr_rt_cleanup(rt, id, NULL);
+}
+
+int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                struct wr_rt_instance *inst, wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, spec->id);
+  _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);
+  struct start_fds f = {.userns = -1, .log = -1, .seccomp = -1};
+  struct wr_spawn_args a = {
+      .rootfs = NULL, .ctl_path = ctl, .hostname = spec->hostname,
+      .id_base = wr_rt_id_base(spec->slot), .init_memfd = rt->init_memfd,
+      .nofile = spec->nofile ? spec->nofile : 65536, .nproc = 0,
+  };
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+  int r, pidfd = -1;
+
+  a.rootfs = rootfs;
+  memset(inst, 0, sizeof(*inst));
+  inst->pidfd = inst->ctl = -1;
+  r = open_start_fds(rt, spec, dir, &f, err);
+  if (r == 0) {
+    a.userns_fd = f.userns;
+    a.log_fd = f.log;
+    a.seccomp_fd = f.seccomp;
+    memcpy(a.cgroup_fds, f.cgroups, sizeof(f.cgroups));
+    a.ncgroup_fds = f.ncgroups;
+    unlink(ctl);
+    r = wr_spawn_init(&a, &inst->pid, &pidfd, err);
+  }
+  close_start_fds(&f);
+  if (r == 0 && hello(ctl, &inst->ctl, err) < 0) {
+    _cleanup_free_ char *tail = wr_rt_init_log_tail(rt, spec->id, 400);
+    if (tail != NULL && *tail != '\0')
+      wr_error_wrap(err, "%s", tail);
+    r = -1;
+  }
+  if (r < 0) {
+    fail_start(rt, spec->id, pidfd);
+    return wr_error_wrap(err, "start sandbox `%s`", spec->id);
+  }
+  inst->pidfd = pidfd;
+  inst->start_time = wr_rt_proc_start_time(inst->pid);
+  return 0;
+}
+
+int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,
+               wr_error_t *err) {
+  if (pidfd >= 0)
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+  return rt->cg.ops->kill(&rt->cg, id, err);
+}
+
+int wr_rt_freeze(struct wr_runtime *rt, const char *id, bool frozen,
+                 wr_error_t *err) {
+  return rt->cg.ops->freeze(&rt->cg, id, frozen, err);
+}
+
+bool wr_rt_populated(struct wr_runtime *rt, const char *id) {
+  return rt->cg.ops->populated(&rt->cg, id);
+}
+
+uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id) {
+  return rt->cg.ops->memory(&rt->cg, id);
+}
+
+int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);
+  int r;
+
+  r = rt->cg.ops->kill(&rt->cg, id, err);
+  if (r == 0)
+    r = rt->cg.ops->remove(&rt->cg, id, err);
+  if (unlink(ctl) < 0 && errno != ENOENT && r == 0)
+    r = wr_error_set(err, errno, "remove `%s`", ctl);
+  return r;
+}
+
+int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+
+  if (wr_rt_cleanup(rt, id, err) < 0 || wr_rootfs_umount(dir, err) < 0)
+    return wr_error_wrap(err, "remove sandbox `%s`", id);
+  if (wr_rm_rf(dir, err) < 0)
+    return wr_error_wrap(err, "remove sandbox `%s`", id);
+  return 0;
+}
+
+int wr_rt_reattach(struct wr_runtime *rt, const char *id,
+                   struct wr_rt_instance *inst, wr_error_t *err) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+
+  memset(inst, 0, sizeof(*inst));
+  inst->pidfd = inst->ctl = -1;
+  /* No HELLO here: a paused sandbox's init cannot answer until it is
+   * thawed, but the kernel completes the connection and names the peer. */
+  inst->ctl = connect_ctl(ctl, err);
+  if (inst->ctl < 0)
+    return -1;
+  if (getsockopt(inst->ctl, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+      cred.pid <= 0) {
+    wr_closep(&inst->ctl);
+    return wr_error_set(err, errno ? errno : ESRCH, "identify warren-init");
+  }
+  inst->pid = cred.pid;
+  inst->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+  if (inst->pidfd < 0) {
+    wr_closep(&inst->ctl);
+    return wr_error_set(err, errno, "pidfd_open %d", (int)cred.pid);
+  }
+  inst->start_time = wr_rt_proc_start_time(inst->pid);
+  return 0;
+}
+
+char *wr_rt_init_log_tail(struct wr_runtime *rt, const char *id, size_t max) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  _cleanup_free_ char *path = xasprintf("%s/init.log", dir);
+  _cleanup_free_ char *data = NULL;
+  size_t len = 0;
+
+  if (wr_read_file(path, 1 << 20, &data, &len, NULL) < 0)
+    return NULL;
+  while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' '))
+    data[--len] = '\0';
+  if (len > max)
+    return xstrdup(data + len - max);
+  return steal_ptr(&data);
+}

@@ -1,0 +1,77 @@
+/*
+ * The host side of a sandbox's root: an overlay whose lower layer is the
+ * image, id-mapped into the sandbox's range (so image files owned by root
+ * appear owned by root inside), and whose upper layer is the sandbox's own.
+ * It is mounted at sandboxes/ID/rootfs in the host's mount namespace, so
+ * the files API can reach it whether or not the sandbox runs.
+ */
+#include "runtime/runtime_internal.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+/* An id-mapped, read-only, detached copy of the image tree. */
+static int idmapped_image(const char *image_dir, int userns_fd,
+                          wr_error_t *err) {
+  struct mount_attr attr = {
+      .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
+      .userns_fd = (uint64_t)userns_fd,
+  };
+  int fd;
+
+  fd = (int)syscall(SYS_open_tree, AT_FDCWD, image_dir,
+                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "open_tree `%s`", image_dir);
+  if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr,
+              sizeof(attr)) < 0) {
+    int e = errno;
+    close(fd);
+    return wr_error_set(err, e, "id-map `%s`", image_dir);
+  }
+  return fd;
+}
+
+bool wr_rootfs_is_mounted(const char *dir) {
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+  _cleanup_free_ char *parent = xasprintf("%s", dir);
+  struct stat a, b;
+
+  if (stat(rootfs, &a) < 0 || stat(parent, &b) < 0)
+    return false;
+  return a.st_dev != b.st_dev;
+}
+
+int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
+                    wr_error_t *err) {
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+  _cleanup_free_ char *opts = NULL;
+  _cleanup_close_ int lower = -1;
+
+  if (wr_rootfs_is_mounted(dir))
+    return 0;
+  lower = idmapped_image(image_dir, userns_fd, err);
+  if (lower < 0)
+    return -1;
+  /* The detached tree has no path; overlayfs resolves the magic link in
+   * our own /proc to it. */
+  opts = xasprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,"
+                   "workdir=%s/work",
+                   lower, dir, dir);
+  if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0)
+    return wr_error_set(err, errno, "mount overlay on `%s`", rootfs);
+  return 0;
+}
+
+int wr_rootfs_umount(const char *dir, wr_error_t *err) {
+  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+
+  if (!wr_rootfs_is_mounted(dir))
+    return 0;
+  if (umount2(rootfs, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+    return wr_error_set(err, errno, "unmount `%s`", rootfs);
+  return 0;
+}

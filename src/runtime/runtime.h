@@ -1,0 +1,129 @@
+/*
+ * runtime: the "ns" driver. It turns a sandbox spec into an isolated
+ * process tree under warren-init, and takes it down again.
+ *
+ * Layout of one sandbox under the state root:
+ *   sandboxes/ID/upper    the sandbox's own overlay layer
+ *   sandboxes/ID/work     overlayfs work dir
+ *   sandboxes/ID/rootfs   the merged root, mounted on the host (files API)
+ *   sandboxes/ID/ctl.sock warren-init's control socket (root only)
+ *   sandboxes/ID/init.log warren-init's stderr
+ *
+ * Isolation: the network, mount, pid, uts, ipc and cgroup namespaces are
+ * created by host root and owned by the host's user namespace; processes
+ * run in a user namespace of their own that maps root inside to an
+ * unprivileged host range, so root inside holds no capability over any of
+ * those namespaces. The image is mounted id-mapped into that range, so its
+ * files appear owned by root inside. See docs/isolation.md.
+ *
+ * Threads: wr_rt_* functions block (mounts, clone, cgroup writes) and are
+ * meant to run on worker threads; they touch only the sandbox they are
+ * given and the read-only struct wr_runtime.
+ */
+#ifndef WR_RUNTIME_H
+#define WR_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+#include "runtime/files.h"
+
+/* Host uids/gids: sandbox slot N maps 0..65535 inside to
+ * WR_ID_BASE + N * WR_ID_COUNT ... on the host. */
+#define WR_ID_BASE 0x10000000u
+#define WR_ID_COUNT 65536u
+#define WR_MAX_SLOT ((0xfffffffeu - WR_ID_BASE) / WR_ID_COUNT - 1)
+
+enum wr_cgroup_mode {
+  WR_CGROUP_AUTO = 0,
+  WR_CGROUP_V1,
+  WR_CGROUP_V2,
+};
+
+struct wr_runtime_config {
+  const char *root;          /* state root, e.g. /var/lib/warren */
+  const char *init_path;     /* the warren-init binary */
+  const char *cgroup_parent; /* cgroup below which sandboxes live: "warren" */
+  enum wr_cgroup_mode cgroup_mode;
+  const char *cgroup_v2_mount; /* where cgroup2 is mounted (auto if NULL) */
+};
+
+struct wr_runtime;
+
+int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
+              wr_error_t *err);
+void wr_rt_free(struct wr_runtime *rt);
+/* "v1" or "v2". */
+const char *wr_rt_cgroup_version(const struct wr_runtime *rt);
+/* Which limits this host can enforce. */
+bool wr_rt_can_limit(const struct wr_runtime *rt, const char *what);
+
+/* What a sandbox is made of. Strings are borrowed. */
+struct wr_rt_spec {
+  const char *id;
+  const char *hostname;
+  const char *image_dir; /* read-only lower layer */
+  uint32_t slot;         /* uid/gid range */
+  uint64_t memory_bytes; /* 0: no limit */
+  double cpus;           /* 0: no limit */
+  uint64_t pids;         /* 0: no limit */
+  uint64_t nofile;       /* RLIMIT_NOFILE; 0: default 65536 */
+};
+
+/* A running sandbox as the driver knows it. */
+struct wr_rt_instance {
+  pid_t pid;           /* host pid of warren-init */
+  int pidfd;           /* pidfd of warren-init (owned) */
+  int ctl;             /* connected control socket (owned) */
+  uint64_t start_time; /* /proc/PID/stat start time, for pid reuse checks */
+};
+
+static inline uint32_t wr_rt_id_base(uint32_t slot) {
+  return WR_ID_BASE + slot * WR_ID_COUNT;
+}
+
+/* Create the sandbox's directories and mount its root (idempotent: a root
+ * that is already mounted is kept). Writes /etc/hostname and /etc/hosts in
+ * the upper layer. */
+int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                  wr_error_t *err);
+/* Start warren-init in fresh namespaces and cgroups and wait until it
+ * answers on its control socket. */
+int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                struct wr_rt_instance *inst, wr_error_t *err);
+/* After warren-init has exited: kill what is left in the cgroups and
+ * remove them, remove the control socket. Idempotent. */
+int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err);
+/* Kill everything in the sandbox now (works when frozen). */
+int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,
+               wr_error_t *err);
+/* Freeze or thaw every process (cgroup freezer). */
+int wr_rt_freeze(struct wr_runtime *rt, const char *id, bool frozen,
+                 wr_error_t *err);
+/* Unmount the root and delete the sandbox's directory. The sandbox must
+ * not be running. Idempotent. */
+int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err);
+/* Find a sandbox that was started by an earlier daemon: connect to its
+ * control socket and identify warren-init. Returns -1 with ECONNREFUSED or
+ * ENOENT when it is not running. */
+int wr_rt_reattach(struct wr_runtime *rt, const char *id,
+                   struct wr_rt_instance *inst, wr_error_t *err);
+/* An O_PATH directory fd of the sandbox's merged root (files API); mounts
+ * the root first if needed (e.g. after a host reboot). */
+int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                    wr_error_t *err);
+/* Memory use of the sandbox in bytes (cgroup), 0 when unknown. */
+uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id);
+/* Whether any process is left in the sandbox's cgroup. */
+bool wr_rt_populated(struct wr_runtime *rt, const char *id);
+/* The last bytes of warren-init's log, for error messages. */
+char *wr_rt_init_log_tail(struct wr_runtime *rt, const char *id, size_t max);
+/* The sandbox's directory on the host (caller frees). */
+char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
+
+/* Read a process's start time from /proc/PID/stat (0 if gone). */
+uint64_t wr_rt_proc_start_time(pid_t pid);
+
+#endif

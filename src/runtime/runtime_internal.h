@@ -1,0 +1,52 @@
+/*
+ * Internal to the runtime module: the driver's state and the steps its
+ * files share. Nothing outside src/runtime includes this.
+ */
+#ifndef WR_RUNTIME_INTERNAL_H
+#define WR_RUNTIME_INTERNAL_H
+
+#include "runtime/cgroup.h"
+#include "runtime/runtime.h"
+
+/* Read-only after wr_rt_new, so worker threads share it freely. */
+struct wr_runtime {
+  char *root;
+  char *sandboxes_dir;
+  int init_memfd;      /* warren-init, sealed */
+  void *seccomp_progs; /* seccomp programs, see seccomp.c */
+  size_t seccomp_len;
+  struct wr_cgroup cg;
+};
+
+/* userns.c: a user namespace mapping 0..WR_ID_COUNT-1 to the slot's range. */
+int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err);
+
+/* mount.c: the host-side root (overlay over an id-mapped image). */
+int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
+                    wr_error_t *err);
+int wr_rootfs_umount(const char *dir, wr_error_t *err);
+bool wr_rootfs_is_mounted(const char *dir);
+
+/* seccomp.c: build the sandbox's filters once; write them to a memfd. */
+int wr_seccomp_build(void **progs, size_t *len, wr_error_t *err);
+int wr_seccomp_memfd(const void *progs, size_t len, wr_error_t *err);
+
+/* spawn.c: clone warren-init into new namespaces. */
+struct wr_spawn_args {
+  const char *rootfs;   /* host path of the merged root */
+  const char *ctl_path; /* where init's control socket is bound */
+  const char *hostname;
+  uint32_t id_base;
+  int userns_fd;
+  int log_fd; /* init's stderr */
+  int seccomp_fd;
+  int init_memfd;
+  int cgroup_fds[WR_CGROUP_MAX_HIER];
+  size_t ncgroup_fds;
+  uint64_t nofile;
+  uint64_t nproc;
+};
+int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
+                  wr_error_t *err);
+
+#endif

@@ -1,0 +1,330 @@
+/*
+ * Starting warren-init in a new sandbox.
+ *
+ * The daemon clones a child into new pid, mount, uts, ipc and network
+ * namespaces. Still host root, and so owning all of them, the child joins
+ * the sandbox's cgroups, enters a new cgroup namespace, brings up loopback,
+ * binds the control socket, builds /proc and /dev inside the sandbox's
+ * root, pivots into it and execs warren-init from a sealed memfd. warren-init
+ * then joins the sandbox's user namespace and drops privileges itself
+ * (see src/init). Because the namespaces belong to the host's user
+ * namespace, root inside the sandbox can never change its mounts, network,
+ * hostname or cgroups.
+ *
+ * The child may be forked from a threaded daemon, so between clone and
+ * exec it only makes system calls: every string it needs is prepared
+ * beforehand, and it reports a failure as an errno and a step name through
+ * a pipe.
+ */
+#include "runtime/runtime_internal.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+struct child_report {
+  int err;
+  char step[64];
+};
+
+/* Everything the child needs, formatted before clone. */
+struct child_ctx {
+  const struct wr_spawn_args *a;
+  /* The child's copies of its fds, moved above 63 so that placing them at
+   * 0..5 for warren-init cannot clobber one another. */
+  int report_fd, ctl, log, sec, uns, exe;
+  char dev_opts[96];
+  char pts_opts[96];
+  char shm_opts[96];
+  char nofile[24], nproc[24];
+  char *argv[16];
+};
+
+static void child_fail(const struct child_ctx *c, const char *step) {
+  struct child_report r = {.err = errno};
+  size_t n = strlen(step);
+
+  memcpy(r.step, step, n < sizeof(r.step) ? n : sizeof(r.step) - 1);
+  if (write(c->report_fd, &r, sizeof(r)) < 0)
+    _exit(126);
+  _exit(127);
+}
+
+#define CHECK(c, expr, step)                                                   \
+  do {                                                                         \
+    if ((expr) < 0)                                                            \
+      child_fail(c, step);                                                     \
+  } while (0)
+
+static void join_cgroups(const struct child_ctx *c) {
+  for (size_t i = 0; i < c->a->ncgroup_fds; i++)
+    CHECK(c, write(c->a->cgroup_fds[i], "0", 1), "join cgroup");
+  CHECK(c, unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
+}
+
+/* Only loopback exists in the new network namespace; bring it up and let
+ * unprivileged processes bind low ports (dev servers on :80). */
+static void setup_net(const struct child_ctx *c) {
+  struct ifreq ifr = {0};
+  int s, fd;
+
+  s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  CHECK(c, s, "socket");
+  memcpy(ifr.ifr_name, "lo", 3);
+  CHECK(c, ioctl(s, SIOCGIFFLAGS, &ifr), "get lo flags");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  CHECK(c, ioctl(s, SIOCSIFFLAGS, &ifr), "bring lo up");
+  close(s);
+  fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
+            O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    CHECK(c, write(fd, "0", 1), "ip_unprivileged_port_start");
+    close(fd);
+  }
+}
+
+/* The control socket is bound on the host path before the pivot, by the
+ * process that becomes warren-init, so SO_PEERCRED names init itself. */
+static void bind_ctl(struct child_ctx *c) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  mode_t old;
+  int s;
+
+  memcpy(sa.sun_path, c->a->ctl_path, strlen(c->a->ctl_path) + 1);
+  s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  CHECK(c, s, "control socket");
+  old = umask(0077);
+  CHECK(c, bind(s, (struct sockaddr *)&sa, sizeof(sa)), "bind control");
+  umask(old);
+  CHECK(c, listen(s, 8), "listen control");
+  c->ctl = fcntl(s, F_DUPFD_CLOEXEC, 64);
+  CHECK(c, c->ctl, "dup control");
+  close(s);
+}
+
+/* Move the inherited fds out of the way (see struct child_ctx). */
+static void lift_fds(struct child_ctx *c, int report_fd) {
+  c->report_fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 64);
+  if (c->report_fd < 0)
+    _exit(125);
+  c->log = fcntl(c->a->log_fd, F_DUPFD_CLOEXEC, 64);
+  c->sec = fcntl(c->a->seccomp_fd, F_DUPFD_CLOEXEC, 64);
+  c->uns = fcntl(c->a->userns_fd, F_DUPFD_CLOEXEC, 64);
+  c->exe = fcntl(c->a->init_memfd, F_DUPFD_CLOEXEC, 64);
+  if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0)
+    child_fail(c, "dup fds");
+}
+
+static void mknod_dev(const struct child_ctx *c, const char *name,
+                      unsigned maj, unsigned min) {
+  CHECK(c, mknodat(AT_FDCWD, name, S_IFCHR | 0666, makedev(maj, min)),
+        name);
+  CHECK(c, chmod(name, 0666), name);
+  CHECK(c, lchown(name, c->a->id_base, c->a->id_base), name);
+}
+
+/* A minimal /dev: the safe character devices, a private devpts, shm. */
+static void setup_dev(const struct child_ctx *c) {
+  static const char *const links[][2] = {
+      {"/proc/self/fd", "dev/fd"},     {"/proc/self/fd/0", "dev/stdin"},
+      {"/proc/self/fd/1", "dev/stdout"}, {"/proc/self/fd/2", "dev/stderr"},
+      {"pts/ptmx", "dev/ptmx"},
+  };
+
+  CHECK(c, mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+                 c->dev_opts), "mount /dev");
+  mknod_dev(c, "dev/null", 1, 3);
+  mknod_dev(c, "dev/zero", 1, 5);
+  mknod_dev(c, "dev/full", 1, 7);
+  mknod_dev(c, "dev/random", 1, 8);
+  mknod_dev(c, "dev/urandom", 1, 9);
+  mknod_dev(c, "dev/tty", 5, 0);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(links); i++)
+    CHECK(c, symlink(links[i][0], links[i][1]), links[i][1]);
+  CHECK(c, mkdir("dev/pts", 0755), "mkdir /dev/pts");
+  CHECK(c, mkdir("dev/shm", 01777), "mkdir /dev/shm");
+  CHECK(c, mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                 c->pts_opts), "mount devpts");
+  CHECK(c, mount("shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+                 c->shm_opts), "mount /dev/shm");
+}
+
+static void bind_ro(const struct child_ctx *c, const char *src,
+                    const char *dst, unsigned long extra) {
+  CHECK(c, mount(src, dst, NULL, MS_BIND | MS_REC, NULL), dst);
+  CHECK(c, mount(NULL, dst, NULL,
+                 MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV |
+                     extra,
+                 NULL),
+        dst);
+}
+
+/* /proc for the new pid namespace, with the entries that expose or affect
+ * the host hidden (kernel memory, keys, timers) or read-only (sysctls,
+ * irqs, sysrq). Entries missing on this kernel are skipped. */
+static void setup_proc(const struct child_ctx *c) {
+  static const char *const hidden[] = {
+      "proc/kcore", "proc/keys", "proc/timer_list", "proc/sched_debug",
+      "proc/latency_stats", "proc/kallsyms", "proc/kpagecount",
+      "proc/kpageflags", "proc/kpagecgroup", "proc/config.gz"};
+  static const char *const empty[] = {"proc/acpi", "proc/scsi",
+                                      "proc/driver"};
+  static const char *const ro[] = {"proc/sys", "proc/irq", "proc/bus",
+                                   "proc/fs", "proc/sysrq-trigger"};
+
+  CHECK(c, mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                 NULL), "mount /proc");
+  for (size_t i = 0; i < WR_ARRAY_SIZE(hidden); i++)
+    if (access(hidden[i], F_OK) == 0)
+      CHECK(c, mount("dev/null", hidden[i], NULL, MS_BIND, NULL), hidden[i]);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(empty); i++)
+    if (access(empty[i], F_OK) == 0)
+      CHECK(c, mount("tmpfs", empty[i], "tmpfs", MS_RDONLY | MS_NOSUID |
+                     MS_NODEV | MS_NOEXEC, "size=0"), empty[i]);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(ro); i++)
+    if (access(ro[i], F_OK) == 0)
+      bind_ro(c, ro[i], ro[i], MS_NOEXEC);
+}
+
+static void setup_root(const struct child_ctx *c) {
+  CHECK(c, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
+        "make mounts private");
+  CHECK(c, chdir(c->a->rootfs), "chdir rootfs");
+  /* The root is a mount point already; binding it onto itself gives the
+   * sandbox a mount of its own to pivot into. */
+  CHECK(c, mount(".", ".", NULL, MS_BIND, NULL), "bind rootfs");
+  CHECK(c, chdir(c->a->rootfs), "chdir rootfs");
+  setup_dev(c);
+  setup_proc(c);
+  CHECK(c, syscall(SYS_pivot_root, ".", "."), "pivot_root");
+  CHECK(c, umount2(".", MNT_DETACH), "detach old root");
+  CHECK(c, chdir("/"), "chdir /");
+}
+
+/* Put the fds warren-init expects in place (0 /dev/null, 1-2 the log, 3
+ * control, 4 seccomp, 5 userns) and mark every other one close-on-exec. */
+static void setup_fds(const struct child_ctx *c) {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+  CHECK(c, null, "open /dev/null");
+  CHECK(c, dup2(null, 0), "dup2 stdin");
+  CHECK(c, dup2(c->log, 1), "dup2 stdout");
+  CHECK(c, dup2(c->log, 2), "dup2 stderr");
+  CHECK(c, dup2(c->ctl, 3), "dup2 control");
+  CHECK(c, dup2(c->sec, 4), "dup2 seccomp");
+  CHECK(c, dup2(c->uns, 5), "dup2 userns");
+  CHECK(c, syscall(SYS_close_range, 6, ~0U, CLOSE_RANGE_CLOEXEC),
+        "close_range");
+}
+
+static _Noreturn void child_main(struct child_ctx *c, int report_fd) {
+  static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+  sigset_t all;
+
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  lift_fds(c, report_fd);
+  join_cgroups(c);
+  setup_net(c);
+  CHECK(c, sethostname(c->a->hostname, strlen(c->a->hostname)),
+        "sethostname");
+  bind_ctl(c);
+  setup_root(c);
+  setup_fds(c);
+  syscall(SYS_execveat, c->exe, "", c->argv, envp, AT_EMPTY_PATH);
+  child_fail(c, "exec warren-init");
+  _exit(127);
+}
+
+static void prepare_ctx(struct child_ctx *c, const struct wr_spawn_args *a) {
+  size_t n = 0;
+
+  memset(c, 0, sizeof(*c));
+  c->a = a;
+  snprintf(c->dev_opts, sizeof(c->dev_opts), "mode=755,size=64k,uid=%u,gid=%u",
+           a->id_base, a->id_base);
+  snprintf(c->pts_opts, sizeof(c->pts_opts),
+           "newinstance,ptmxmode=0666,mode=0620,gid=%u", a->id_base + 5);
+  snprintf(c->shm_opts, sizeof(c->shm_opts), "mode=1777,uid=%u,gid=%u",
+           a->id_base, a->id_base);
+  snprintf(c->nofile, sizeof(c->nofile), "%llu",
+           (unsigned long long)a->nofile);
+  snprintf(c->nproc, sizeof(c->nproc), "%llu", (unsigned long long)a->nproc);
+  c->argv[n++] = "warren-init";
+  c->argv[n++] = "--ctl-fd";
+  c->argv[n++] = "3";
+  c->argv[n++] = "--seccomp-fd";
+  c->argv[n++] = "4";
+  c->argv[n++] = "--userns-fd";
+  c->argv[n++] = "5";
+  c->argv[n++] = "--nofile";
+  c->argv[n++] = c->nofile;
+  if (a->nproc > 0) {
+    c->argv[n++] = "--nproc";
+    c->argv[n++] = c->nproc;
+  }
+  c->argv[n] = NULL;
+}
+
+/* Read the child's report: nothing (EOF) means warren-init was exec'd. */
+static int read_report(int fd, pid_t pid, wr_error_t *err) {
+  struct child_report r;
+  ssize_t n;
+  int status;
+
+  do
+    n = read(fd, &r, sizeof(r));
+  while (n < 0 && errno == EINTR);
+  if (n == 0)
+    return 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (n != (ssize_t)sizeof(r))
+    return wr_error_set(err, EIO, "sandbox setup failed without a report");
+  r.step[sizeof(r.step) - 1] = '\0';
+  return wr_error_set(err, r.err, "sandbox setup: %s", r.step);
+}
+
+int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
+                  wr_error_t *err) {
+  const unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS |
+                              CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD |
+                              SIGCHLD;
+  struct child_ctx c;
+  int report[2], fd = -1;
+  pid_t child;
+
+  prepare_ctx(&c, a);
+  if (pipe2(report, O_CLOEXEC) < 0)
+    return wr_error_set(err, errno, "pipe");
+  child = (pid_t)syscall(SYS_clone, flags, NULL, &fd, NULL, NULL);
+  if (child == 0) {
+    close(report[0]);
+    child_main(&c, report[1]);
+  }
+  close(report[1]);
+  if (child < 0) {
+    close(report[0]);
+    return wr_error_set(err, errno, "clone");
+  }
+  if (read_report(report[0], child, err) < 0) {
+    close(report[0]);
+    close(fd);
+    return -1;
+  }
+  close(report[0]);
+  *pid = child;
+  *pidfd = fd;
+  return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * User namespaces. A sandbox's user namespace maps 0..WR_ID_COUNT-1 inside
+ * to its slot's range on the host. To get one without a sandbox process,
+ * a short-lived child unshares CLONE_NEWUSER and waits while we write its
+ * maps and open its namespace; the fd keeps the namespace alive after the
+ * child is gone. The same mapping is used to id-map the image mount.
+ */
+#include "runtime/runtime_internal.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+static int write_proc(pid_t pid, const char *file, const char *value,
+                      wr_error_t *err) {
+  char path[64];
+  _cleanup_close_ int fd = -1;
+  size_t len = strlen(value);
+
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+  fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", path);
+  if (write(fd, value, len) != (ssize_t)len)
+    return wr_error_set(err, errno, "write `%s`", path);
+  return 0;
+}
+
+/* Runs in the child: only async-signal-safe calls (we may be forked from a
+ * threaded daemon). */
+static void child_wait(int ready_r, int ready_w, int go_r, int go_w) {
+  char c = 0;
+
+  close(ready_r);
+  close(go_w);
+  if (unshare(CLONE_NEWUSER) < 0)
+    c = 1;
+  if (write(ready_w, &c, 1) != 1 || c != 0)
+    _exit(1);
+  while (read(go_r, &c, 1) < 0 && errno == EINTR)
+    ;
+  _exit(0);
+}
+
+static int map_and_open(pid_t pid, uint32_t slot, int *userns_fd,
+                        wr_error_t *err) {
+  char map[64], path[64];
+
+  snprintf(map, sizeof(map), "0 %u %u\n", wr_rt_id_base(slot), WR_ID_COUNT);
+  if (write_proc(pid, "uid_map", map, err) < 0 ||
+      write_proc(pid, "gid_map", map, err) < 0)
+    return -1;
+  snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+  *userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*userns_fd < 0)
+    return wr_error_set(err, errno, "open `%s`", path);
+  return 0;
+}
+
+int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
+  int ready[2], go[2], r = -1, status;
+  char c = 1;
+  pid_t pid;
+
+  if (slot > WR_MAX_SLOT)
+    return wr_error_set(err, ERANGE, "uid slot %u is out of range", slot);
+  if (pipe2(ready, O_CLOEXEC) < 0)
+    return wr_error_set(err, errno, "pipe");
+  if (pipe2(go, O_CLOEXEC) < 0) {
+    close(ready[0]);
+    close(ready[1]);
+    return wr_error_set(err, errno, "pipe");
+  }
+  pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid == 0)
+    child_wait(ready[0], ready[1], go[0], go[1]);
+  close(ready[1]);
+  close(go[0]);
+  if (pid < 0)
+    wr_error_set(err, errno, "fork");
+  else if (read(ready[0], &c, 1) != 1 || c != 0)
+    wr_error_set(err, EPERM, "create a user namespace");
+  else
+    r = map_and_open(pid, slot, userns_fd, err);
+  close(go[1]);
+  close(ready[0]);
+  if (pid > 0)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+      ;
+  return r;
+}

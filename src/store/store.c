@@ -1,0 +1,269 @@
+/*
+ * store: opening the database, its settings, and the schema migrations.
+ */
+#include "store/store_internal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+/*
+ * The schema, one script per version: version N is migrations[N - 1].
+ * A script that has shipped never changes. A schema change is a new script
+ * appended here (CREATE TABLE, ALTER TABLE ... ADD COLUMN, or the
+ * create-copy-drop-rename dance for anything SQLite cannot alter), so
+ * every database walks the same steps to the same schema. Scripts run
+ * with foreign keys off and are checked with foreign_key_check before
+ * they commit, which is what SQLite asks for table rebuilds.
+ *
+ * sandboxes.image is deliberately not a foreign key: a sandbox may name
+ * an image that is still building or was removed by hand, and the daemon
+ * asks wr_store_image_users before deleting an image.
+ */
+static const char *const migrations[] = {
+    /* 1: sandboxes and base images. */
+    "CREATE TABLE sandboxes ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT UNIQUE NOT NULL,"
+    "  image TEXT,"
+    "  state TEXT NOT NULL,"
+    "  spec_json TEXT,"
+    "  error TEXT,"
+    "  slot INTEGER UNIQUE NOT NULL CHECK (slot >= 1),"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL,"
+    "  init_pid INTEGER NOT NULL DEFAULT 0,"
+    "  init_start INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX sandboxes_image ON sandboxes (image);"
+    "CREATE INDEX sandboxes_created ON sandboxes (created_ms);"
+    "CREATE TABLE images ("
+    "  name TEXT PRIMARY KEY NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  packages_json TEXT,"
+    "  suite TEXT,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL"
+    ");",
+};
+
+/* The built-in scripts followed by a test's extra ones. */
+struct migration_list {
+  const char *const *extra;
+  size_t n_extra;
+};
+
+static size_t known_version(const struct migration_list *ml) {
+  return WR_ARRAY_SIZE(migrations) + ml->n_extra;
+}
+
+static const char *script_for(const struct migration_list *ml, int version) {
+  size_t i = (size_t)version - 1;
+
+  if (i < WR_ARRAY_SIZE(migrations))
+    return migrations[i];
+  return ml->extra[i - WR_ARRAY_SIZE(migrations)];
+}
+
+/*
+ * Create the file ourselves so that it is private from its first byte:
+ * SQLite gives the -wal and -shm files the mode of the database, and the
+ * database holds every sandbox's spec. An existing file is tightened too.
+ */
+static int create_private(const char *path, wr_error_t *err) {
+  _cleanup_close_ int fd = -1;
+  struct stat sb;
+
+  fd = open(path, O_RDWR | O_CREAT | O_NOCTTY | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return wr_error_set(err, errno, "create");
+  if (fstat(fd, &sb) < 0)
+    return wr_error_set(err, errno, "stat");
+  if (!S_ISREG(sb.st_mode))
+    return wr_error_set(err, 0, "not a regular file");
+  if ((sb.st_mode & 07777) != 0600 && fchmod(fd, 0600) < 0)
+    return wr_error_set(err, errno, "chmod 0600");
+  return 0;
+}
+
+/* One thread uses a handle (the loop's), so SQLite's mutexes are off. */
+static int open_db(wr_store_t *st, const char *path, wr_error_t *err) {
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+              SQLITE_OPEN_EXRESCODE;
+
+  if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK)
+    return wr_store_fail(st, err);
+  return 0;
+}
+
+/* Read the single text value a statement such as a PRAGMA returns. */
+static int query_text(wr_store_t *st, const char *sql, char **out,
+                      wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  if (wr_store_prepare(st, sql, &stmt, err) < 0)
+    return -1;
+  if (sqlite3_step(stmt) != SQLITE_ROW)
+    return wr_store_fail(st, err);
+  *out = wr_store_column_str(stmt, 0);
+  return 0;
+}
+
+/*
+ * WAL lets readers (a CLI inspecting state) run beside the daemon's
+ * writes; synchronous=NORMAL is durable across process crashes in WAL
+ * mode and only risks the last commits on power loss. The busy timeout
+ * comes first because switching to WAL needs the write lock. This is also
+ * where a file that is not SQLite is first noticed.
+ */
+static int configure(wr_store_t *st, wr_error_t *err) {
+  _cleanup_free_ char *mode = NULL;
+
+  if (wr_store_exec(st, "PRAGMA busy_timeout = 5000", err) < 0)
+    return -1;
+  if (query_text(st, "PRAGMA journal_mode = WAL", &mode, err) < 0)
+    return -1;
+  if (mode == NULL || strcmp(mode, "wal") != 0)
+    return wr_error_set(err, 0, "cannot use WAL mode (journal mode is `%s`)",
+                        mode != NULL ? mode : "unknown");
+  return wr_store_exec(st,
+                       "PRAGMA synchronous = NORMAL;"
+                       "PRAGMA foreign_keys = OFF;",
+                       err);
+}
+
+static int read_version(wr_store_t *st, int *version, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  if (wr_store_prepare(st,
+                       "SELECT COALESCE(MAX(version), 0) "
+                       "FROM schema_migrations",
+                       &stmt, err) < 0)
+    return -1;
+  if (sqlite3_step(stmt) != SQLITE_ROW)
+    return wr_store_fail(st, err);
+  *version = sqlite3_column_int(stmt, 0);
+  return 0;
+}
+
+static int record_version(wr_store_t *st, int version, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  if (wr_store_prepare(st,
+                       "INSERT INTO schema_migrations (version, applied_ms) "
+                       "VALUES (?1, ?2)",
+                       &stmt, err) < 0)
+    return -1;
+  if (sqlite3_bind_int(stmt, 1, version) != SQLITE_OK ||
+      sqlite3_bind_int64(stmt, 2, wr_now_ms()) != SQLITE_OK)
+    return wr_store_fail(st, err);
+  return wr_store_run(st, stmt, NULL, err);
+}
+
+/* A migration must not leave a row pointing at nothing. */
+static int check_references(wr_store_t *st, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  if (wr_store_prepare(st, "PRAGMA foreign_key_check", &stmt, err) < 0)
+    return -1;
+  rc = sqlite3_step(stmt);
+  if (rc == SQLITE_ROW)
+    return wr_error_set(err, 0, "a row of table `%s` references nothing",
+                        (const char *)sqlite3_column_text(stmt, 0));
+  if (rc != SQLITE_DONE)
+    return wr_store_fail(st, err);
+  return 0;
+}
+
+/*
+ * Inside an open transaction: read the version and apply the next
+ * migration. Returns 1 when the schema is already current, 0 when one
+ * migration was applied, -1 on failure (including a newer database).
+ */
+static int migrate_once(wr_store_t *st, const struct migration_list *ml,
+                        int *version, wr_error_t *err) {
+  size_t known = known_version(ml);
+
+  if (wr_store_exec(st,
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    "  version INTEGER PRIMARY KEY,"
+                    "  applied_ms INTEGER NOT NULL)",
+                    err) < 0 ||
+      read_version(st, version, err) < 0)
+    return -1;
+  if (*version < 0 || (size_t)*version > known)
+    return wr_error_set(err, 0,
+                        "schema version %d is newer than this warren "
+                        "knows (%zu); upgrade warren to use this database",
+                        *version, known);
+  if ((size_t)*version == known)
+    return 1;
+  if (wr_store_exec(st, script_for(ml, *version + 1), err) < 0 ||
+      check_references(st, err) < 0 ||
+      record_version(st, *version + 1, err) < 0)
+    return wr_error_wrap(err, "migration %d", *version + 1);
+  return 0;
+}
+
+static void rollback(wr_store_t *st) {
+  if (!sqlite3_get_autocommit(st->db))
+    wr_store_exec(st, "ROLLBACK", NULL);
+}
+
+/*
+ * Bring the schema up to the newest version this binary knows, one
+ * migration per transaction. Each round takes the write lock first
+ * (BEGIN IMMEDIATE) and reads the version under it, so two processes that
+ * open the same database at once never apply a migration twice.
+ */
+static int migrate(wr_store_t *st, const struct migration_list *ml,
+                   wr_error_t *err) {
+  for (;;) {
+    int version = 0, current;
+
+    if (wr_store_exec(st, "BEGIN IMMEDIATE", err) < 0)
+      return -1;
+    current = migrate_once(st, ml, &version, err);
+    if (current < 0 || wr_store_exec(st, "COMMIT", err) < 0) {
+      rollback(st);
+      return -1;
+    }
+    if (current == 1) {
+      st->version = version;
+      return wr_store_exec(st, "PRAGMA foreign_keys = ON", err);
+    }
+  }
+}
+
+int wr_store_open_with(const char *path, const char *const *extra,
+                       size_t n_extra, wr_store_t **out, wr_error_t *err) {
+  struct migration_list ml = {.extra = extra, .n_extra = n_extra};
+  wr_store_t *st;
+
+  if (create_private(path, err) < 0)
+    return wr_error_wrap(err, "database `%s`", path);
+  st = xcalloc(1, sizeof(*st));
+  if (open_db(st, path, err) < 0 || configure(st, err) < 0 ||
+      migrate(st, &ml, err) < 0) {
+    wr_store_close(st);
+    return wr_error_wrap(err, "database `%s`", path);
+  }
+  *out = st;
+  return 0;
+}
+
+int wr_store_open(const char *path, wr_store_t **out, wr_error_t *err) {
+  return wr_store_open_with(path, NULL, 0, out, err);
+}
+
+/* Statements are finalized where they are made, so nothing is pending. */
+void wr_store_close(wr_store_t *st) {
+  if (st == NULL)
+    return;
+  sqlite3_close_v2(st->db);
+  free(st);
+}
+
+int wr_store_version(wr_store_t *st) {
+  return st->version;
+}
