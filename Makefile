@@ -79,7 +79,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(TEST_LIBS))
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< \
 	  $(call libs_of,$(TEST_LIBS)) $(LIBS) -lcmocka
 
-unit: $(TESTS) $(BUILD)/bin/warren-init
+# test_init runs warren-init; sanitizer builds use the normal static one.
+INIT_BIN ?= $(BUILD)/bin/warren-init
+unit: $(TESTS) $(INIT_BIN)
 	@tests/run-unit $(TESTS)
 
 check: deps
@@ -93,8 +95,8 @@ e2e: all
 	tests/run-e2e
 
 # The unit tests again, built with AddressSanitizer and UBSan.
-asan:
-	$(MAKE) BUILD=build-asan CC=$(CLANG) \
+asan: $(BUILD)/bin/warren-init
+	$(MAKE) BUILD=build-asan CC=$(CLANG) INIT_BIN=$(BUILD)/bin/warren-init \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  LDFLAGS="-fsanitize=address,undefined" unit
 

@@ -55,9 +55,10 @@ static wr_http_client_t *connect_daemon(const struct opts *o) {
   return c;
 }
 
-/* One request with a JSON body; returns the status (or -1). */
-static int call(wr_http_client_t *c, const char *method, const char *path,
-                const char *body) {
+/* One request with a JSON body; returns the status (or -1). Statuses of
+ * 300 and above are reported unless they are `quiet_status`. */
+static int call_q(wr_http_client_t *c, const char *method, const char *path,
+                  const char *body, int quiet_status) {
   struct wr_http_response r = {0};
   wr_error_t err;
   int status;
@@ -68,7 +69,7 @@ static int call(wr_http_client_t *c, const char *method, const char *path,
     return -1;
   }
   status = r.status;
-  if (status >= 300)
+  if (status >= 300 && status != quiet_status)
     fprintf(stderr, "wrbench: %s %s: %d %s\n", method, path, status,
             r.body.data ? r.body.data : "");
   wr_http_response_free(&r);
@@ -101,6 +102,11 @@ static int exec_true(wr_http_client_t *c, const char *name) {
   return n == 0 && exited ? 0 : -1;
 }
 
+static int call(wr_http_client_t *c, const char *method, const char *path,
+                const char *body) {
+  return call_q(c, method, path, body, 0);
+}
+
 static int create(wr_http_client_t *c, const char *name) {
   char body[256];
 
@@ -112,7 +118,7 @@ static int destroy(wr_http_client_t *c, const char *name) {
   char path[128];
 
   snprintf(path, sizeof(path), "/v1/sandboxes/%s?force=true", name);
-  return call(c, "DELETE", path, NULL) == 204 ? 0 : -1;
+  return call_q(c, "DELETE", path, NULL, 404) == 204 ? 0 : -1;
 }
 
 /* Run argv and wait; returns the exit status. */

@@ -145,3 +145,186 @@ host_traces() { # ID
     ls -d "$WR_ROOT/sandboxes/$id" 2>/dev/null || true
   } | tr '\n' ' '
 }
+
+# ---- helpers for the functional e2e tests (tests/e2e/[1-6]0-*.sh) ----------
+
+# Milliseconds since the epoch.
+now_ms() {
+  date +%s%3N
+}
+
+# Poll until a command succeeds: wait_until SECONDS CMD... (every 50 ms).
+wait_until() {
+  local secs=$1 end
+  shift
+  end=$(($(now_ms) + secs * 1000))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(now_ms)" -lt "$end" ] || return 1
+    sleep 0.05
+  done
+}
+
+sb_json() { # NAME
+  "$WARREN" inspect --json "$1"
+}
+
+sb_get() { # NAME JQ-FILTER
+  sb_json "$1" | jq -r "$2"
+}
+
+sb_state() { # NAME
+  sb_get "$1" .state
+}
+
+# Host pids whose cgroup (in any hierarchy, /proc/PID/cgroup) is the
+# sandbox's or below it: nothing of the sandbox can hide from this.
+procs_in_sandbox_cgroup() { # ID
+  grep -l -- "/warren-test/$1\(/\|$\)" /proc/[0-9]*/cgroup 2>/dev/null |
+    sed 's|/proc/\([0-9]*\)/cgroup|\1|' | tr '\n' ' ' || true
+}
+
+# Assert an API error body: {"error":{"code":CODE,"message":non-empty}}.
+assert_api_error() { # BODY CODE [what]
+  local code msg
+  code=$(printf '%s' "$1" | jq -r '.error.code' 2>/dev/null) ||
+    fail "${3:-error} is not JSON: $1"
+  msg=$(printf '%s' "$1" | jq -r '.error.message // ""' 2>/dev/null)
+  assert_eq "$2" "$code" "${3:-error} code (body $1)"
+  [ -n "$msg" ] || fail "${3:-error} has no message: $1"
+}
+
+# curl on the socket printing "STATUS BODY" on one line pair: sets
+# API_STATUS and API_BODY. api_call METHOD PATH [curl args...]
+api_call() {
+  local method=$1 path=$2 out
+  shift 2
+  out=$(curl -sS --unix-socket "$WR_SOCK" -X "$method" -w '\n%{http_code}' \
+    "http://warren$path" "$@") || fail "curl $method $path failed"
+  API_STATUS=${out##*$'\n'}
+  API_BODY=${out%$'\n'*}
+}
+
+# The daemon process is still alive and answering.
+assert_daemon_alive() {
+  kill -0 "$(daemon_pid)" 2>/dev/null || fail "warrend died"
+  api GET /v1/info >/dev/null || fail "warrend does not answer"
+}
+
+# A shell snippet listing the sandbox's processes as "PID (COMM) STATE",
+# leaving out PID 1 and the listing shell (the image has no ps):
+#   warren exec N -- sh -c "$INSIDE_PS"
+INSIDE_PS='for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = $$ ] && continue
+[ "$p" = 1 ] && continue; read -r a b c r <"$d/stat" 2>/dev/null &&
+echo "$a $b $c"; done; true'
+
+# ---- helpers for the isolation, recovery and cgroup v2 tests -------------
+
+# The cgroup below which the test daemon puts sandboxes (start_daemon's
+# --cgroup-parent). Several test daemons may share it on one host, so
+# cgroups and processes are attributed to a state root by sandbox id.
+WR_CG_PARENT=${WR_CG_PARENT:-warren-test}
+
+# One field of a sandbox's JSON: sb_field NAME id|pid|uid_base|state...
+sb_field() {
+  "$WARREN" inspect --json "$1" | jq -r ".$2"
+}
+
+# Poll until a command succeeds: wait_for SECONDS CMD [ARG...]
+wait_for() {
+  local deadline=$(($(date +%s) + $1))
+  shift
+  until "$@"; do
+    [ "$(date +%s)" -le "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+
+# Whether PID exists and is not a zombie waiting to be reaped.
+pid_alive() {
+  local state
+  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+pid_gone() { ! pid_alive "$1"; }
+
+# SIGKILL warrend (no chance to clean up) and wait until it is gone.
+kill_daemon() {
+  local pid
+  pid=$(daemon_pid)
+  [ -n "$pid" ] || return 0
+  kill -KILL "$pid" 2>/dev/null || true
+  wait_for 10 pid_gone "$pid" || fail "warrend $pid survived SIGKILL"
+  rm -f "$WR_RUN/warrend.pid"
+}
+
+# Start warrend unless the one in the pid file is alive.
+ensure_daemon() {
+  local pid
+  pid=$(daemon_pid)
+  if [ -n "$pid" ] && pid_alive "$pid"; then
+    return 0
+  fi
+  start_daemon "$@"
+}
+
+# The host pids in a sandbox's cgroup (freezer on v1, the group on v2).
+sandbox_host_pids() { # ID
+  local f
+  for f in "/sys/fs/cgroup/freezer/$WR_CG_PARENT/$1/cgroup.procs" \
+    "/sys/fs/cgroup/$WR_CG_PARENT/$1/cgroup.procs" \
+    "/sys/fs/cgroup/unified/$WR_CG_PARENT/$1/cgroup.procs"; do
+    if [ -r "$f" ]; then
+      cat "$f"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Ids of the sandboxes of this state root: known to the daemon, or with a
+# directory under the root; plus any given as arguments.
+root_ids() { # [ID...]
+  {
+    "$WARREN" ls --json 2>/dev/null | jq -r '.[].id' 2>/dev/null || true
+    ls "$WR_ROOT/sandboxes" 2>/dev/null || true
+    printf '%s\n' "$@"
+  } | grep -E '^sb-[a-z0-9]+$' | sort -u || true
+}
+
+# The warren-init processes on the host, as "PID ID" (ID from its cgroup).
+init_processes() {
+  local d arg0 id
+  for d in /proc/[0-9]*; do
+    arg0=
+    { IFS= read -r -d '' arg0 <"$d/cmdline"; } 2>/dev/null || true
+    [ "$arg0" = warren-init ] || continue
+    id=$(grep -m1 -o "/$WR_CG_PARENT/sb-[a-z0-9]*" "$d/cgroup" 2>/dev/null |
+      sed 's|.*/||') || true
+    echo "${d#/proc/} ${id:-?}"
+  done
+}
+
+# Everything the sandboxes of this state root hold on the host, one line
+# each, sorted: "mount PATH", "cgroup PATH", "dir PATH", "init ID". Ids
+# given as arguments are looked for too (sandboxes already forgotten).
+root_traces() { # [ID...]
+  local ids id cg
+  ids=$(root_ids "$@")
+  {
+    awk -v r="$WR_ROOT/" 'index($5, r) == 1 { print "mount " $5 }' \
+      /proc/self/mountinfo
+    for id in $ids; do
+      for cg in /sys/fs/cgroup/*/"$WR_CG_PARENT/$id" \
+        "/sys/fs/cgroup/$WR_CG_PARENT/$id"; do
+        if [ -d "$cg" ]; then echo "cgroup $cg"; fi
+      done
+      if [ -e "$WR_ROOT/sandboxes/$id" ]; then
+        echo "dir $WR_ROOT/sandboxes/$id"
+      fi
+    done
+    init_processes | while read -r _ id; do
+      case " $(echo $ids) " in *" $id "*) echo "init $id" ;; esac
+    done
+  } | sort
+}

@@ -1,7 +1,8 @@
 /*
  * `warren attach`: connect the terminal to a background process. The
  * process keeps running when we leave: Ctrl-P Ctrl-Q detaches from a tty
- * process, Ctrl-C (or any INT/TERM/HUP) from one without a tty.
+ * process, Ctrl-C from one without a tty, and INT/TERM/HUP sent to warren
+ * always detach, so a closed terminal never kills the process.
  */
 #include "cli/cli.h"
 
@@ -19,6 +20,8 @@ static const char help[] =
     "  Ctrl-P Ctrl-Q   for a process with a tty (started with -d -t); the\n"
     "                  terminal is in raw mode and this pair is not sent\n"
     "  Ctrl-C          for a process without a tty\n"
+    "INT, TERM or HUP sent to warren detach too; they never reach the\n"
+    "process.\n"
     "\n"
     "Options:\n"
     "  -h, --help  show this help\n"
@@ -50,7 +53,7 @@ static void stream_opts(bool proc_tty, struct wr_cli_stream_opts *so) {
   so->forward_stdin = term;
   so->tty = proc_tty && term;
   so->detach_keys = so->tty;
-  so->signal_detach = !so->tty;
+  so->signal_detach = true; /* the process outlives our terminal */
 }
 
 /* Detaching is a success; otherwise the process's own status, as exec. */

@@ -277,10 +277,6 @@ const char *wr_cli_jstr(const json_t *obj, const char *key);
 int64_t wr_cli_jint(const json_t *obj, const char *key);
 bool wr_cli_jbool(const json_t *obj, const char *key);
 
-/* Standard base64 (with padding) into out; bad input is an error. */
-int wr_cli_base64_decode(const char *in, size_t len, wr_buf_t *out,
-                         wr_error_t *err);
-
 /* ---- the warren-exec frame protocol (frames.c) --------------------------- */
 
 enum wr_cli_frame_type {

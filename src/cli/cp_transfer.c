@@ -230,7 +230,7 @@ static int upload_file(const struct wr_cli_ctx *ctx, const char *src,
                        const struct stat *st, const char *sandbox,
                        const char *target, wr_error_t *err) {
   _cleanup_free_ char *extra =
-      xasprintf("&mode=%04o", (unsigned)(st->st_mode & 07777));
+      xasprintf("&mode=%04o&parents=false", (unsigned)(st->st_mode & 07777));
   _cleanup_free_ char *url = files_path(sandbox, "", target, extra);
   _cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC);
 

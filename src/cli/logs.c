@@ -44,7 +44,7 @@ static int on_event(json_t *event, void *arg, wr_error_t *err) {
     fd = STDERR_FILENO;
   else
     return 0;
-  if (wr_cli_base64_decode(data, strlen(data), &bytes, err) < 0)
+  if (wr_base64_decode(data, strlen(data), &bytes, err) < 0)
     return -1;
   if (wr_write_all(fd, bytes.data, bytes.len, err) < 0)
     return err->code == EPIPE ? 1 : wr_error_wrap(err, "write output");

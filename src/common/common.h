@@ -192,6 +192,14 @@ uint64_t wr_mono_ns(void);
 /* RFC 3339 UTC ("2026-11-30T02:50:41Z") into out (>= 32 bytes). */
 void wr_format_time(int64_t ms, char *out, size_t size);
 
+/* ---- base64 ------------------------------------------------------------ */
+
+/* Standard alphabet with padding (caller frees). */
+char *wr_base64_encode(const void *data, size_t len);
+/* Append the decoded bytes to out; malformed input is an error. */
+int wr_base64_decode(const char *in, size_t len, wr_buf_t *out,
+                     wr_error_t *err);
+
 /* ---- fd and file helpers ---------------------------------------------- */
 
 /* Write/read all bytes, retrying on EINTR and short transfers. */

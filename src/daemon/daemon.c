@@ -322,6 +322,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   if (d->http != NULL) {
     wr_http_server_close(d->http, NULL, NULL);
     d->http = NULL;
+    unlink(d->cfg.socket_path);
   }
   uv_close((uv_handle_t *)&d->sigterm, NULL);
   uv_close((uv_handle_t *)&d->sigint, NULL);

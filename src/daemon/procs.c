@@ -18,7 +18,6 @@
 #include "daemon/daemon_internal.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -113,14 +112,6 @@ static void send_json_line(wr_http_req_t *req, json_t *j) {
   json_decref(j);
 }
 
-static char *base64(const char *data, size_t len) {
-  char *out = xmalloc(4 * ((len + 2) / 3) + 1);
-
-  EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data,
-                  (int)len);
-  return out;
-}
-
 /* Send a piece of output to one watcher; returns the bytes it has queued. */
 static size_t watcher_output(struct wr_watcher *w, int stream,
                              const char *data, size_t len, uint64_t offset) {
@@ -130,7 +121,7 @@ static size_t watcher_output(struct wr_watcher *w, int stream,
     return wr_http_raw_write(w->req, NULL, 0);
   }
   {
-    _cleanup_free_ char *b64 = base64(data, len);
+    _cleanup_free_ char *b64 = wr_base64_encode(data, len);
     json_t *j = json_pack("{s:s,s:s}", "type",
                           stream == 2 ? "stderr" : "stdout", "data", b64);
     if (w->p->background)
@@ -507,8 +498,23 @@ static void on_watcher_data(wr_http_req_t *req, const char *data, size_t len,
   }
 }
 
+/*
+ * The client stopped sending (EOF on the upgraded connection). It may have
+ * shut down only its sending side, or be gone: both look the same here.
+ * For a foreground process without a tty this is the end of its input; a
+ * pty has no such thing, so a foreground tty session ends as if aborted;
+ * from a background process the client just detaches.
+ */
 static void on_watcher_close(wr_http_req_t *req, void *arg) {
-  on_watcher_abort(req, arg);
+  struct wr_watcher *w = arg;
+  struct wr_proc *p = w->p;
+
+  if (p->background)
+    watcher_end(w, NULL);
+  else if (p->tty)
+    on_watcher_abort(req, w);
+  else if (w->interactive)
+    wr_proc_close_input(p);
 }
 
 static void replay(struct wr_watcher *w, uint64_t from) {
@@ -549,8 +555,8 @@ struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req,
     }
   } else {
     wr_http_stream_begin(req, 200, "application/x-ndjson", NULL);
-    wr_http_on_abort(req, on_watcher_abort, w);
   }
+  wr_http_on_abort(req, on_watcher_abort, w);
   wr_http_on_drain(req, on_watcher_drain, w);
   replay(w, offset);
   if (!p->running || !follow)

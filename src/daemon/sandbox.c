@@ -333,10 +333,14 @@ static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
 
 static void create_work(struct wr_job *job) {
   struct sb_job *j = job->arg;
+  uint64_t t0 = wr_mono_ns(), t1;
 
   job->result = wr_rt_prepare(job->d->rt, &j->spec, &job->err);
+  t1 = wr_mono_ns();
   if (job->result == 0 && j->start)
     job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
+  wr_debug("sandbox %s: prepared in %.2f ms, started in %.2f ms", j->spec.id,
+           (double)(t1 - t0) / 1e6, (double)(wr_mono_ns() - t1) / 1e6);
   if (job->result < 0)
     wr_rt_remove(job->d->rt, j->spec.id, NULL);
 }
@@ -827,25 +831,19 @@ void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
   const char *label = wr_http_query(req, "label");
   const char *state = wr_http_query(req, "state");
   json_t *arr = json_array();
-  size_t n = 0;
 
   if (state != NULL && state_from_name(state) < 0) {
     json_decref(arr);
     wr_http_reply_error(req, 400, "bad_request", "unknown state `%s`", state);
     return;
   }
-  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
-    n++;
   /* The table is newest first; list oldest first. */
-  for (size_t i = n; i > 0; i--) {
-    struct wr_sandbox *sb = d->sandboxes;
-    for (size_t k = 1; k < i; k++)
-      sb = sb->next;
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next) {
     if (label != NULL && !label_matches(sb, label))
       continue;
     if (state != NULL && strcmp(state, state_names[sb->state]) != 0)
       continue;
-    json_array_append_new(arr, wr_sandbox_json(sb));
+    json_array_insert_new(arr, 0, wr_sandbox_json(sb));
   }
   wr_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
 }

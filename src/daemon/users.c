@@ -116,6 +116,21 @@ static int numeric_user(const char *spec, struct wr_user *u,
   return 0;
 }
 
+/* "root" is the default user of every exec, so it must not depend on the
+ * sandbox's /etc/passwd: a sandbox that deleted or mangled that file
+ * would otherwise lock every client out, the one that could repair it
+ * included. Without an entry, root is uid 0 with home /root. */
+static int root_user(const char *group, const char *spec, struct wr_user *u,
+                     wr_error_t *err) {
+  u->uid = 0;
+  u->gid = 0;
+  if (group != NULL && !parse_id(group + 1, &u->gid))
+    return wr_error_setx(err, EINVAL, "invalid group in `%s`", spec);
+  wr_strlcpy(u->name, "root", sizeof(u->name));
+  wr_strlcpy(u->home, "/root", sizeof(u->home));
+  return 0;
+}
+
 int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
                     wr_error_t *err) {
   _cleanup_free_ char *passwd = NULL;
@@ -136,6 +151,8 @@ int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
     return -1;
   if (passwd == NULL ||
       !find_passwd(passwd, numeric ? NULL : uid_part, uid, out)) {
+    if (strcmp(uid_part, "root") == 0)
+      return root_user(colon, spec, out, err);
     if (!numeric)
       return wr_error_setx(err, EINVAL, "no user `%s` in the sandbox", spec);
     return numeric_user(spec, out, err);

@@ -45,22 +45,37 @@ bool wr_rootfs_is_mounted(const char *dir) {
   return a.st_dev != b.st_dev;
 }
 
+/* An O_PATH fd of one of the sandbox's own layer directories. */
+static int open_layer(const char *dir, const char *name, wr_error_t *err) {
+  _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+  int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", path);
+  return fd;
+}
+
+/*
+ * Every layer is named by a magic link in our own /proc rather than by its
+ * path. The detached image tree has no path at all; and the overlay's
+ * options are printed in the sandbox's /proc/self/mountinfo, where host
+ * paths (the state root, the sandbox's id) have no business showing.
+ */
 int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
                     wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   _cleanup_free_ char *opts = NULL;
-  _cleanup_close_ int lower = -1;
+  _cleanup_close_ int lower = -1, upper = -1, work = -1;
 
   if (wr_rootfs_is_mounted(dir))
     return 0;
   lower = idmapped_image(image_dir, userns_fd, err);
-  if (lower < 0)
+  if (lower < 0 || (upper = open_layer(dir, "upper", err)) < 0 ||
+      (work = open_layer(dir, "work", err)) < 0)
     return -1;
-  /* The detached tree has no path; overlayfs resolves the magic link in
-   * our own /proc to it. */
-  opts = xasprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,"
-                   "workdir=%s/work",
-                   lower, dir, dir);
+  opts = xasprintf("lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,"
+                   "workdir=/proc/self/fd/%d",
+                   lower, upper, work);
   if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0)
     return wr_error_set(err, errno, "mount overlay on `%s`", rootfs);
   return 0;

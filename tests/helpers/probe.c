@@ -9,6 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <net/route.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,7 +22,9 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,6 +45,9 @@ static const char *errname(int e) {
   case EAGAIN: return "EAGAIN";
   case ENOMEM: return "ENOMEM";
   case EHOSTUNREACH: return "EHOSTUNREACH";
+  case EBADF: return "EBADF";
+  case EEXIST: return "EEXIST";
+  case EOPNOTSUPP: return "EOPNOTSUPP";
   default: return "EOTHER";
   }
 }
@@ -69,6 +78,38 @@ static int try_unshare_user(void) { return unshare(CLONE_NEWUSER); }
 static int try_unshare_mnt(void) { return unshare(CLONE_NEWNS); }
 static int try_unshare_net(void) { return unshare(CLONE_NEWNET); }
 
+static int setns_self_net(void) {
+  int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  int r;
+
+  if (fd < 0)
+    return -1;
+  r = setns(fd, CLONE_NEWNET);
+  close(fd);
+  return r;
+}
+
+/* pidfd_open(1) is allowed; taking one of init's fds must not be. */
+static int pidfd_getfd_init(void) {
+  int pfd = (int)syscall(SYS_pidfd_open, 1, 0);
+  int r, e;
+
+  if (pfd < 0)
+    return -1;
+  r = (int)syscall(438, pfd, 0, 0);
+  e = errno;
+  close(pfd);
+  errno = e;
+  return r;
+}
+
+static int clock_settime_now(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return clock_settime(CLOCK_REALTIME, &ts);
+}
+
 static void syscalls(void) {
   union bpf_attr attr;
 
@@ -89,6 +130,18 @@ static void syscalls(void) {
   report("userfaultfd", syscall(SYS_userfaultfd, 0));
   report("io_uring_setup", syscall(425, 1, NULL));
   report("clone3", syscall(435, NULL, 0));
+  report("setns_net", setns_self_net());
+  report("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, NULL,
+                                      O_RDONLY));
+  report("perf_event_open", syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+  report("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
+  report("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
+  report("fsopen", syscall(430, "tmpfs", 0));
+  report("open_tree", syscall(428, AT_FDCWD, "/", 1 /* OPEN_TREE_CLONE */));
+  report("move_mount", syscall(429, -1, "", AT_FDCWD, "/mnt", 0));
+  report("pidfd_getfd", pidfd_getfd_init());
+  report("swapon", syscall(SYS_swapon, "/dev/null", 0));
+  report("clock_settime", clock_settime_now());
   report("kill_init", kill(1, SIGKILL));
 }
 
@@ -153,6 +206,97 @@ static void forkbomb(int seconds) {
   kill(0, SIGKILL);
 }
 
+/* Ask the kernel for a route the way `ip route add` does; returns the
+ * netlink acknowledgement's verdict. */
+static int netlink_route_add(void) {
+  struct {
+    struct nlmsghdr nh;
+    struct rtmsg rt;
+    struct rtattr oif_hdr;
+    int oif;
+  } req;
+  char buf[4096];
+  struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+  int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  ssize_t n;
+
+  if (s < 0)
+    return -1;
+  memset(&req, 0, sizeof(req));
+  req.nh.nlmsg_len = sizeof(req);
+  req.nh.nlmsg_type = RTM_NEWROUTE;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
+  req.rt.rtm_family = AF_INET;
+  req.rt.rtm_table = RT_TABLE_MAIN;
+  req.rt.rtm_protocol = RTPROT_BOOT;
+  req.rt.rtm_scope = RT_SCOPE_LINK;
+  req.rt.rtm_type = RTN_UNICAST;
+  req.oif_hdr.rta_len = RTA_LENGTH(sizeof(int));
+  req.oif_hdr.rta_type = RTA_OIF;
+  req.oif = (int)if_nametoindex("lo");
+  if (send(s, &req, sizeof(req), 0) < 0) {
+    close(s);
+    return -1;
+  }
+  n = recv(s, buf, sizeof(buf), 0);
+  close(s);
+  if (n < 0)
+    return -1;
+  if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)) &&
+      nh->nlmsg_type == NLMSG_ERROR) {
+    struct nlmsgerr *e = NLMSG_DATA(nh);
+    if (e->error != 0) {
+      errno = -e->error;
+      return -1;
+    }
+    return 0;
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+/* What `ip link set lo up` and `ip route add default dev lo` do. */
+static void netadmin(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr;
+  struct rtentry rt;
+
+  memset(&ifr, 0, sizeof(ifr));
+  strcpy(ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+    report("get_lo_flags", -1);
+  } else {
+    ifr.ifr_flags |= IFF_UP;
+    report("ifup_lo", ioctl(s, SIOCSIFFLAGS, &ifr));
+  }
+  memset(&rt, 0, sizeof(rt));
+  ((struct sockaddr_in *)&rt.rt_dst)->sin_family = AF_INET;
+  ((struct sockaddr_in *)&rt.rt_genmask)->sin_family = AF_INET;
+  rt.rt_flags = RTF_UP;
+  rt.rt_dev = "lo";
+  report("route_add_ioctl", ioctl(s, SIOCADDRT, &rt));
+  report("route_add_netlink", netlink_route_add());
+  close(s);
+}
+
+/* The classic chroot escape: chroot into a subdirectory while the cwd
+ * stays outside it, climb with "..", chroot again. With the old root
+ * unmounted, the climb ends at the sandbox's own root. */
+static void escape(const char *path) {
+  struct stat st;
+
+  mkdir("/tmp/.probe-jail", 0700);
+  if (chroot("/tmp/.probe-jail") < 0) {
+    report("chroot", -1);
+    return;
+  }
+  for (int i = 0; i < 64; i++)
+    if (chdir("..") < 0)
+      break;
+  report("chroot_again", chroot("."));
+  report("escape_stat", stat(path, &st));
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "syscalls") == 0)
     syscalls();
@@ -162,9 +306,13 @@ int main(int argc, char **argv) {
     memhog(atol(argv[2]));
   else if (argc >= 3 && strcmp(argv[1], "forkbomb") == 0)
     forkbomb(atoi(argv[2]));
+  else if (argc >= 2 && strcmp(argv[1], "netadmin") == 0)
+    netadmin();
+  else if (argc >= 3 && strcmp(argv[1], "escape") == 0)
+    escape(argv[2]);
   else {
     fprintf(stderr, "usage: probe syscalls | net ADDR PORT | memhog MB | "
-                    "forkbomb SECONDS\n");
+                    "forkbomb SECONDS | netadmin | escape PATH\n");
     return 2;
   }
   return 0;

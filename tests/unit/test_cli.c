@@ -613,7 +613,7 @@ static void test_base64(void **state) {
 
   for (size_t i = 0; i < WR_ARRAY_SIZE(ok); i++) {
     wr_buf_t b = {0};
-    assert_int_equal(wr_cli_base64_decode(ok[i].in, strlen(ok[i].in), &b, &err),
+    assert_int_equal(wr_base64_decode(ok[i].in, strlen(ok[i].in), &b, &err),
                      0);
     assert_int_equal(b.len, strlen(ok[i].out));
     if (b.len > 0)
@@ -622,7 +622,7 @@ static void test_base64(void **state) {
   }
   for (size_t i = 0; i < WR_ARRAY_SIZE(bad); i++) {
     wr_buf_t b = {0};
-    if (wr_cli_base64_decode(bad[i], strlen(bad[i]), &b, &err) == 0)
+    if (wr_base64_decode(bad[i], strlen(bad[i]), &b, &err) == 0)
       fail_msg("`%s` decoded", bad[i]);
     wr_buf_free(&b);
   }
