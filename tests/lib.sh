@@ -85,6 +85,7 @@ start_daemon() {
   "$WR_BIN/warrend" --root "$WR_ROOT" --socket "$WR_SOCK" \
     --cgroup-parent warren-test --log-level debug "$@" >>"$WR_LOG" 2>&1 &
   echo $! >"$WR_RUN/warrend.pid"
+  disown $! 2>/dev/null || true
   for _ in $(seq 1 200); do
     if [ -S "$WR_SOCK" ] && api GET /v1/info >/dev/null 2>&1; then
       return 0
@@ -100,7 +101,7 @@ start_daemon() {
 
 stop_daemon() {
   local pid
-  pid=$(daemon_pid)
+  pid=$(daemon_pid || true)
   [ -n "$pid" ] || return 0
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 1 100); do
@@ -224,21 +225,6 @@ echo "$a $b $c"; done; true'
 # cgroups and processes are attributed to a state root by sandbox id.
 WR_CG_PARENT=${WR_CG_PARENT:-warren-test}
 
-# One field of a sandbox's JSON: sb_field NAME id|pid|uid_base|state...
-sb_field() {
-  "$WARREN" inspect --json "$1" | jq -r ".$2"
-}
-
-# Poll until a command succeeds: wait_for SECONDS CMD [ARG...]
-wait_for() {
-  local deadline=$(($(date +%s) + $1))
-  shift
-  until "$@"; do
-    [ "$(date +%s)" -le "$deadline" ] || return 1
-    sleep 0.1
-  done
-}
-
 # Whether PID exists and is not a zombie waiting to be reaped.
 pid_alive() {
   local state
@@ -251,17 +237,19 @@ pid_gone() { ! pid_alive "$1"; }
 # SIGKILL warrend (no chance to clean up) and wait until it is gone.
 kill_daemon() {
   local pid
-  pid=$(daemon_pid)
+  pid=$(daemon_pid || true)
   [ -n "$pid" ] || return 0
+  # If this shell started it, bash would report it "Killed" on stderr.
+  disown "$pid" 2>/dev/null || true
   kill -KILL "$pid" 2>/dev/null || true
-  wait_for 10 pid_gone "$pid" || fail "warrend $pid survived SIGKILL"
+  wait_until 10 pid_gone "$pid" || fail "warrend $pid survived SIGKILL"
   rm -f "$WR_RUN/warrend.pid"
 }
 
 # Start warrend unless the one in the pid file is alive.
 ensure_daemon() {
   local pid
-  pid=$(daemon_pid)
+  pid=$(daemon_pid || true)
   if [ -n "$pid" ] && pid_alive "$pid"; then
     return 0
   fi
@@ -310,7 +298,7 @@ init_processes() {
 # given as arguments are looked for too (sandboxes already forgotten).
 root_traces() { # [ID...]
   local ids id cg
-  ids=$(root_ids "$@")
+  ids=$(root_ids "$@" | tr '\n' ' ')
   {
     awk -v r="$WR_ROOT/" 'index($5, r) == 1 { print "mount " $5 }' \
       /proc/self/mountinfo
@@ -324,7 +312,7 @@ root_traces() { # [ID...]
       fi
     done
     init_processes | while read -r _ id; do
-      case " $(echo $ids) " in *" $id "*) echo "init $id" ;; esac
+      case " $ids " in *" $id "*) echo "init $id" ;; esac
     done
   } | sort
 }

@@ -504,17 +504,27 @@ static void on_watcher_data(wr_http_req_t *req, const char *data, size_t len,
  * For a foreground process without a tty this is the end of its input; a
  * pty has no such thing, so a foreground tty session ends as if aborted;
  * from a background process the client just detaches.
+ *
+ * A client that is gone must not leave its foreground process running
+ * until that process happens to write (a quiet `sleep`, a server, a long
+ * build would run on, unlisted and unkillable). So an empty STDOUT frame
+ * probes the connection: a client that only half-closed ignores it, while
+ * writing to one that closed fails, which aborts the request and kills the
+ * process. On a unix socket that failure is immediate; on TCP the probe
+ * draws the peer's reset and the next write fails.
  */
 static void on_watcher_close(wr_http_req_t *req, void *arg) {
   struct wr_watcher *w = arg;
   struct wr_proc *p = w->p;
 
-  if (p->background)
+  if (p->background) {
     watcher_end(w, NULL);
-  else if (p->tty)
+  } else if (p->tty) {
     on_watcher_abort(req, w);
-  else if (w->interactive)
+  } else if (w->interactive) {
     wr_proc_close_input(p);
+    wr_frame_send(req, WR_FRAME_STDOUT, NULL, 0);
+  }
 }
 
 static void replay(struct wr_watcher *w, uint64_t from) {

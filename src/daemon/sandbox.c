@@ -335,12 +335,13 @@ static void create_work(struct wr_job *job) {
   struct sb_job *j = job->arg;
   uint64_t t0 = wr_mono_ns(), t1;
 
-  job->result = wr_rt_prepare(job->d->rt, &j->spec, &job->err);
+  if (j->start)
+    job->result = wr_rt_create(job->d->rt, &j->spec, &j->inst, &job->err);
+  else
+    job->result = wr_rt_prepare(job->d->rt, &j->spec, &job->err);
   t1 = wr_mono_ns();
-  if (job->result == 0 && j->start)
-    job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
-  wr_debug("sandbox %s: prepared in %.2f ms, started in %.2f ms", j->spec.id,
-           (double)(t1 - t0) / 1e6, (double)(wr_mono_ns() - t1) / 1e6);
+  wr_debug("sandbox %s: created in %.2f ms", j->spec.id,
+           (double)(t1 - t0) / 1e6);
   if (job->result < 0)
     wr_rt_remove(job->d->rt, j->spec.id, NULL);
 }

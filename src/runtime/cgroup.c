@@ -81,8 +81,12 @@ int wr_cgroup_init(struct wr_cgroup *cg, int force_version,
 
   memset(cg, 0, sizeof(*cg));
   cg->parent = xstrdup(parent);
-  if (force_version == 2 ||
-      (force_version == 0 && is_cgroup2("/sys/fs/cgroup")))
+  /* v2 asked for: on a hybrid host the unified hierarchy is not at
+   * /sys/fs/cgroup (that is a tmpfs of v1 mounts), so init_v2 looks for
+   * the cgroup2 mount unless one is named. */
+  if (force_version == 2)
+    r = init_v2(cg, v2_mount, err);
+  else if (force_version == 0 && is_cgroup2("/sys/fs/cgroup"))
     r = init_v2(cg, v2_mount ? v2_mount : "/sys/fs/cgroup", err);
   else
     r = init_v1(cg, err);

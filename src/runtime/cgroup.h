@@ -30,6 +30,9 @@ struct wr_cgroup_ops {
   /* Open the cgroup.procs files a new process writes "0" into to join. */
   int (*open_procs)(const struct wr_cgroup *cg, const char *id, int *fds,
                     size_t *n, wr_error_t *err);
+  /* v2: an O_DIRECTORY fd of the sandbox's group for CLONE_INTO_CGROUP;
+   * v1: -1 (processes must be moved in). */
+  int (*open_dir)(const struct wr_cgroup *cg, const char *id);
   int (*freeze)(const struct wr_cgroup *cg, const char *id, bool frozen,
                 wr_error_t *err);
   int (*kill)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);

@@ -91,6 +91,12 @@ static int v1_open_procs(const struct wr_cgroup *cg, const char *id, int *fds,
   return 0;
 }
 
+static int v1_open_dir(const struct wr_cgroup *cg, const char *id) {
+  (void)cg;
+  (void)id;
+  return -1;
+}
+
 /* Wait until freezer.state reads `want` (FROZEN or THAWED). */
 static int freezer_wait(const char *dir, const char *want, wr_error_t *err) {
   struct timespec pause = {0, 1000 * 1000};
@@ -191,6 +197,7 @@ const struct wr_cgroup_ops wr_cgroup_v1_ops = {
     .setup = v1_setup,
     .create = v1_create,
     .open_procs = v1_open_procs,
+    .open_dir = v1_open_dir,
     .freeze = v1_freeze,
     .kill = v1_kill,
     .remove = v1_remove,

@@ -107,13 +107,26 @@ static int v2_open_procs(const struct wr_cgroup *cg, const char *id, int *fds,
   return 0;
 }
 
+/* Wait until cgroup.events says `key want`. A group removed meanwhile (a
+ * clean-up job racing a kill job) will never say anything again; it has
+ * nothing left in it, which is what a kill waits for. */
+static int v2_open_dir(const struct wr_cgroup *cg, const char *id) {
+  _cleanup_free_ char *dir = dir_of(cg, id);
+
+  return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 static int wait_events(const char *dir, const char *key, const char *want,
                        wr_error_t *err) {
   struct timespec pause = {0, 1000 * 1000};
+  bool emptied = strcmp(key, "populated") == 0 && strcmp(want, "0") == 0;
 
   for (int i = 0; i < 5000; i++) {
     if (keyed_equals(dir, "cgroup.events", key, want))
       return 0;
+    if (access(dir, F_OK) < 0 && errno == ENOENT)
+      return emptied ? 0
+                     : wr_error_set(err, ENOENT, "cgroup `%s` is gone", dir);
     nanosleep(&pause, NULL);
   }
   return wr_error_set(err, ETIMEDOUT, "cgroup `%s`: %s did not become %s",
@@ -166,6 +179,7 @@ const struct wr_cgroup_ops wr_cgroup_v2_ops = {
     .setup = v2_setup,
     .create = v2_create,
     .open_procs = v2_open_procs,
+    .open_dir = v2_open_dir,
     .freeze = v2_freeze,
     .kill = v2_kill,
     .remove = v2_remove,

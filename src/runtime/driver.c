@@ -168,18 +168,27 @@ static int ensure_mounted(const struct wr_runtime *rt,
   return wr_rootfs_mount(dir, s->image_dir, userns_fd, err);
 }
 
-int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
-                  wr_error_t *err) {
-  _cleanup_close_ int userns = -1;
+/* Mount the root with an id-mapped image and write the files that name the
+ * sandbox. */
+static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                      int userns, wr_error_t *err) {
   _cleanup_close_ int rootfd = -1;
 
-  if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-      ensure_mounted(rt, spec, userns, err) < 0)
+  if (ensure_mounted(rt, spec, userns, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
+}
+
+int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                  wr_error_t *err) {
+  _cleanup_close_ int userns = -1;
+
+  if (wr_userns_create(spec->slot, &userns, err) < 0)
+    return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
+  return prepare_in(rt, spec, userns, err);
 }
 
 int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
@@ -273,14 +282,14 @@ uint64_t wr_rt_proc_start_time(pid_t pid) {
 }
 
 struct start_fds {
-  int userns, log, seccomp;
+  int log, seccomp, cgroup_dir;
   int cgroups[WR_CGROUP_MAX_HIER];
   size_t ncgroups;
 };
 
 static void close_start_fds(struct start_fds *f) {
-  wr_closep(&f->userns);
   wr_closep(&f->log);
+  wr_closep(&f->cgroup_dir);
   wr_closep(&f->seccomp);
   for (size_t i = 0; i < f->ncgroups; i++)
     close(f->cgroups[i]);
@@ -292,9 +301,6 @@ static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
   struct wr_cgroup_limits lim = {s->memory_bytes, s->cpus, s->pids};
   _cleanup_free_ char *log = xasprintf("%s/init.log", dir);
 
-  if (wr_userns_create(s->slot, &f->userns, err) < 0 ||
-      ensure_mounted(rt, s, f->userns, err) < 0)
-    return -1;
   f->log = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (f->log < 0)
     return wr_error_set(err, errno, "open `%s`", log);
@@ -305,6 +311,7 @@ static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
   if (rt->cg.ops->kill(&rt->cg, s->id, NULL) < 0 ||
       rt->cg.ops->create(&rt->cg, s->id, &lim, err) < 0)
     return -1;
+  f->cgroup_dir = rt->cg.ops->open_dir(&rt->cg, s->id);
   return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups,
                                 err);
 }
@@ -317,11 +324,12 @@ static void fail_start(struct wr_runtime *rt, const char *id, int pidfd) {
   wr_rt_cleanup(rt, id, NULL);
 }
 
-int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
-                struct wr_rt_instance *inst, wr_error_t *err) {
+/* Start warren-init in the user namespace `userns` (the root is mounted). */
+static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                    int userns, struct wr_rt_instance *inst, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, spec->id);
   _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);
-  struct start_fds f = {.userns = -1, .log = -1, .seccomp = -1};
+  struct start_fds f = {.log = -1, .seccomp = -1, .cgroup_dir = -1};
   struct wr_spawn_args a = {
       .rootfs = NULL, .ctl_path = ctl, .hostname = spec->hostname,
       .id_base = wr_rt_id_base(spec->slot), .init_memfd = rt->init_memfd,
@@ -335,9 +343,10 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   inst->pidfd = inst->ctl = -1;
   r = open_start_fds(rt, spec, dir, &f, err);
   if (r == 0) {
-    a.userns_fd = f.userns;
+    a.userns_fd = userns;
     a.log_fd = f.log;
     a.seccomp_fd = f.seccomp;
+    a.cgroup_dir = f.cgroup_dir;
     memcpy(a.cgroup_fds, f.cgroups, sizeof(f.cgroups));
     a.ncgroup_fds = f.ncgroups;
     unlink(ctl);
@@ -357,6 +366,28 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   inst->pidfd = pidfd;
   inst->start_time = wr_rt_proc_start_time(inst->pid);
   return 0;
+}
+
+int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                struct wr_rt_instance *inst, wr_error_t *err) {
+  _cleanup_close_ int userns = -1;
+
+  if (wr_userns_create(spec->slot, &userns, err) < 0 ||
+      ensure_mounted(rt, spec, userns, err) < 0)
+    return wr_error_wrap(err, "start sandbox `%s`", spec->id);
+  return start_in(rt, spec, userns, inst, err);
+}
+
+/* One user namespace serves both the id-mapped mount and warren-init. */
+int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                 struct wr_rt_instance *inst, wr_error_t *err) {
+  _cleanup_close_ int userns = -1;
+
+  if (wr_userns_create(spec->slot, &userns, err) < 0)
+    return wr_error_wrap(err, "create sandbox `%s`", spec->id);
+  if (prepare_in(rt, spec, userns, err) < 0)
+    return -1;
+  return start_in(rt, spec, userns, inst, err);
 }
 
 int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,

@@ -96,6 +96,9 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
 /* After warren-init has exited: kill what is left in the cgroups and
  * remove them, remove the control socket. Idempotent. */
 int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err);
+/* wr_rt_prepare then wr_rt_start, sharing their setup. */
+int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                 struct wr_rt_instance *inst, wr_error_t *err);
 /* Kill everything in the sandbox now (works when frozen). */
 int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,
                wr_error_t *err);

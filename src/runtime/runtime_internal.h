@@ -41,6 +41,11 @@ struct wr_spawn_args {
   int log_fd; /* init's stderr */
   int seccomp_fd;
   int init_memfd;
+  /* cgroups: with cgroup_dir (v2) the child is cloned straight into it;
+   * otherwise the parent moves it by writing its pid into each
+   * cgroup.procs while the child builds its root, and the child waits for
+   * that before entering its cgroup namespace. */
+  int cgroup_dir;
   int cgroup_fds[WR_CGROUP_MAX_HIER];
   size_t ncgroup_fds;
   uint64_t nofile;

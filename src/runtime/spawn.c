@@ -2,10 +2,16 @@
  * Starting warren-init in a new sandbox.
  *
  * The daemon clones a child into new pid, mount, uts, ipc and network
- * namespaces. Still host root, and so owning all of them, the child joins
- * the sandbox's cgroups, enters a new cgroup namespace, brings up loopback,
- * binds the control socket, builds /proc and /dev inside the sandbox's
- * root, pivots into it and execs warren-init from a sealed memfd. warren-init
+ * namespaces. Still host root, and so owning all of them, the child brings
+ * up loopback, binds the control socket, builds /proc and /dev inside the
+ * sandbox's root, pivots into it, enters a new cgroup namespace once it is
+ * in the sandbox's cgroups, and execs warren-init from a sealed memfd.
+ *
+ * Joining cgroups: on cgroup v2 the child is cloned straight into its group
+ * (CLONE_INTO_CGROUP). Moving a process between cgroups waits for an RCU
+ * grace period (7-20 ms measured here), so on v1 the parent moves the child
+ * while the child builds its root, and the child waits for that only at the
+ * end. warren-init
  * then joins the sandbox's user namespace and drops privileges itself
  * (see src/init). Because the namespaces belong to the host's user
  * namespace, root inside the sandbox can never change its mounts, network,
@@ -44,6 +50,7 @@ struct child_ctx {
   /* The child's copies of its fds, moved above 63 so that placing them at
    * 0..5 for warren-init cannot clobber one another. */
   int report_fd, ctl, log, sec, uns, exe;
+  int joined_fd; /* the parent closes its end once the child is moved */
   char dev_opts[96];
   char pts_opts[96];
   char shm_opts[96];
@@ -67,9 +74,21 @@ static void child_fail(const struct child_ctx *c, const char *step) {
       child_fail(c, step);                                                     \
   } while (0)
 
-static void join_cgroups(const struct child_ctx *c) {
-  for (size_t i = 0; i < c->a->ncgroup_fds; i++)
-    CHECK(c, write(c->a->cgroup_fds[i], "0", 1), "join cgroup");
+/* Wait until the parent says it has moved us into the sandbox's cgroups
+ * (one byte; EOF alone means it failed), then make that the root of a new
+ * cgroup namespace. */
+static void enter_cgroups(const struct child_ctx *c) {
+  char byte;
+  ssize_t n;
+
+  do
+    n = read(c->joined_fd, &byte, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    errno = EIO;
+    child_fail(c, "join cgroups");
+  }
+  close(c->joined_fd);
   CHECK(c, unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
 }
 
@@ -114,15 +133,17 @@ static void bind_ctl(struct child_ctx *c) {
 }
 
 /* Move the inherited fds out of the way (see struct child_ctx). */
-static void lift_fds(struct child_ctx *c, int report_fd) {
+static void lift_fds(struct child_ctx *c, int report_fd, int joined_fd) {
   c->report_fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 64);
   if (c->report_fd < 0)
     _exit(125);
+  c->joined_fd = fcntl(joined_fd, F_DUPFD_CLOEXEC, 64);
   c->log = fcntl(c->a->log_fd, F_DUPFD_CLOEXEC, 64);
   c->sec = fcntl(c->a->seccomp_fd, F_DUPFD_CLOEXEC, 64);
   c->uns = fcntl(c->a->userns_fd, F_DUPFD_CLOEXEC, 64);
   c->exe = fcntl(c->a->init_memfd, F_DUPFD_CLOEXEC, 64);
-  if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0)
+  if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0 ||
+      c->joined_fd < 0)
     child_fail(c, "dup fds");
 }
 
@@ -228,19 +249,20 @@ static void setup_fds(const struct child_ctx *c) {
         "close_range");
 }
 
-static _Noreturn void child_main(struct child_ctx *c, int report_fd) {
+static _Noreturn void child_main(struct child_ctx *c, int report_fd,
+                                 int joined_fd) {
   static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
   sigset_t all;
 
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
-  lift_fds(c, report_fd);
-  join_cgroups(c);
+  lift_fds(c, report_fd, joined_fd);
   setup_net(c);
   CHECK(c, sethostname(c->a->hostname, strlen(c->a->hostname)),
         "sethostname");
   bind_ctl(c);
   setup_root(c);
+  enter_cgroups(c);
   setup_fds(c);
   syscall(SYS_execveat, c->exe, "", c->argv, envp, AT_EMPTY_PATH);
   child_fail(c, "exec warren-init");
@@ -296,34 +318,75 @@ static int read_report(int fd, pid_t pid, wr_error_t *err) {
   return wr_error_set(err, r.err, "sandbox setup: %s", r.step);
 }
 
+/* Move the child into the sandbox's cgroups (v1; see the top comment). */
+static int move_child(const struct wr_spawn_args *a, pid_t child,
+                      wr_error_t *err) {
+  char pid[16];
+  int len = snprintf(pid, sizeof(pid), "%d", (int)child);
+
+  for (size_t i = 0; i < a->ncgroup_fds; i++)
+    if (write(a->cgroup_fds[i], pid, (size_t)len) != len)
+      return wr_error_set(err, errno, "move the sandbox into its cgroups");
+  return 0;
+}
+
+static pid_t clone_child(const struct wr_spawn_args *a, int *pidfd) {
+  struct clone_args ca = {
+      .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+               CLONE_NEWNET | CLONE_PIDFD,
+      .pidfd = (uint64_t)(uintptr_t)pidfd,
+      .exit_signal = SIGCHLD,
+  };
+
+  if (a->cgroup_dir >= 0) {
+    ca.flags |= CLONE_INTO_CGROUP;
+    ca.cgroup = (uint64_t)a->cgroup_dir;
+  }
+  return (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+}
+
 int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
                   wr_error_t *err) {
-  const unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS |
-                              CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD |
-                              SIGCHLD;
   struct child_ctx c;
-  int report[2], fd = -1;
+  int report[2], joined[2], fd = -1, r = 0;
   pid_t child;
 
   prepare_ctx(&c, a);
   if (pipe2(report, O_CLOEXEC) < 0)
     return wr_error_set(err, errno, "pipe");
-  child = (pid_t)syscall(SYS_clone, flags, NULL, &fd, NULL, NULL);
+  if (pipe2(joined, O_CLOEXEC) < 0) {
+    close(report[0]);
+    close(report[1]);
+    return wr_error_set(err, errno, "pipe");
+  }
+  child = clone_child(a, &fd);
   if (child == 0) {
     close(report[0]);
-    child_main(&c, report[1]);
+    close(joined[1]);
+    child_main(&c, report[1], joined[0]);
   }
   close(report[1]);
-  if (child < 0) {
-    close(report[0]);
-    return wr_error_set(err, errno, "clone");
-  }
-  if (read_report(report[0], child, err) < 0) {
-    close(report[0]);
-    close(fd);
-    return -1;
+  close(joined[0]);
+  if (child < 0)
+    r = wr_error_set(err, errno, "clone");
+  else if (a->cgroup_dir < 0)
+    r = move_child(a, child, err);
+  if (r == 0 && write(joined[1], "1", 1) != 1)
+    r = wr_error_set(err, errno, "signal the sandbox");
+  close(joined[1]);
+  if (r < 0 && child > 0) {
+    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+      ;
+  } else if (r == 0 && read_report(report[0], child, err) < 0) {
+    r = -1;
   }
   close(report[0]);
+  if (r < 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
   *pid = child;
   *pidfd = fd;
   return 0;

@@ -255,3 +255,64 @@ test_concurrent_execs() {
   done
   rm -rf "$tmp"
 }
+
+# No process of an exec is left behind when its client dies, even one that
+# never writes (the daemon only learns of a dead client when it writes).
+test_dead_client_kills_its_process() {
+  local pid
+  new_sandbox ex-dead
+  "$WARREN" exec ex-dead -- sh -c 'sleep 100' &
+  pid=$!
+  wait_until 5 sh -c "'$WARREN' exec ex-dead -- sh -c '$INSIDE_PS' | grep -q sleep" ||
+    fail "sleep did not start"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  wait_until 5 test -z "$("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")" ||
+    fail "left running after the client died: $("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")"
+  # The same for a plain (NDJSON) exec over curl.
+  curl -sS -N --unix-socket "$WR_SOCK" -d '{"cmd":["sleep","100"]}' \
+    http://warren/v1/sandboxes/ex-dead/exec >/dev/null &
+  pid=$!
+  wait_until 5 sh -c "'$WARREN' exec ex-dead -- sh -c '$INSIDE_PS' | grep -q sleep" ||
+    fail "sleep did not start (curl)"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  wait_until 5 test -z "$("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")" ||
+    fail "left running after curl died"
+}
+
+# A raw client that sends its input, then shuts down its sending side,
+# still gets the rest of the output and the exit.
+test_half_closed_client_gets_the_output() {
+  local out
+  new_sandbox ex-half
+  out=$(python3 - "$WR_SOCK" <<'PY'
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+body = json.dumps({"cmd": ["sh", "-c", "cat; sleep 0.3; echo tail"]}).encode()
+s.sendall(b"POST /v1/sandboxes/ex-half/exec HTTP/1.1\r\nConnection: Upgrade\r\n"
+          b"Upgrade: warren-exec\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+out = b""
+while b"\r\n\r\n" not in out:
+    out += s.recv(65536)
+s.sendall(b"\x00" + struct.pack(">I", 3) + b"in\n")
+s.shutdown(socket.SHUT_WR)
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+out = out[out.index(b"\r\n\r\n") + 4:]
+text, code = b"", None
+while out:
+    t, n = out[0], struct.unpack(">I", out[1:5])[0]
+    if t == 11:
+        text += out[5:5 + n]
+    if t == 13:
+        code = json.loads(out[5:5 + n])["exit_code"]
+    out = out[5 + n:]
+print(repr(text), code)
+PY
+)
+  assert_eq "b'in\\ntail\\n' 0" "$out" "output after a half-close"
+}

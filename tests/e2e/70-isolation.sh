@@ -2,14 +2,15 @@
 # other sandboxes. Each test runs hostile or curious commands inside a real
 # sandbox (often through tests/helpers/probe.c) and asserts the safe
 # outcome. Sourced by tests/run-e2e, which provides lib.sh.
+# shellcheck disable=SC2016 # scripts in single quotes run in the sandbox
 
 # Root inside is uid 0 there and an unprivileged uid on the host; the files
 # it writes belong to that uid; image files look owned by root inside.
 test_root_inside_is_unprivileged_outside() {
-  local id base pid status f
+  local id base pid status f p
   new_sandbox iso-uid
-  id=$(sb_field iso-uid id)
-  base=$(sb_field iso-uid uid_base)
+  id=$(sb_get iso-uid .id)
+  base=$(sb_get iso-uid .uid_base)
   [ "$base" -ge $((0x10000000)) ] || fail "uid_base $base is in the host's range"
   assert_eq 0 "$("$WARREN" exec iso-uid -- id -u)" "uid inside"
   assert_eq 0 "$("$WARREN" exec iso-uid -- id -g)" "gid inside"
@@ -33,7 +34,7 @@ test_root_inside_is_unprivileged_outside() {
     "$(grep '^Gid:' <<<"$status")" "host gids of the sleep"
   # warren-init itself runs as the sandbox's root too, not as host root.
   assert_eq "$base" "$(awk '/^Uid:/ {print $3}' \
-    "/proc/$(sb_field iso-uid pid)/status")" "host euid of warren-init"
+    "/proc/$(sb_get iso-uid .pid)/status")" "host euid of warren-init"
 
   "$WARREN" exec iso-uid -- sh -c 'echo x >/tmp/made-inside'
   "$WARREN" exec -u 1000:1000 iso-uid -- sh -c 'echo x >/tmp/made-by-1000'
@@ -50,16 +51,20 @@ test_root_inside_is_unprivileged_outside() {
 
 # The sandbox sees its own processes only, and cannot look into init.
 test_only_own_processes_visible() {
-  local marker host_sleep out line
+  local marker host_sleep out line list
   new_sandbox iso-pid
   "$WARREN" exec -d --tag sleeper iso-pid -- sleep 1000 >/dev/null
   marker="4$RANDOM.5"
   sleep "$marker" &
   host_sleep=$!
+  # shellcheck disable=SC2064 # expanded now, on purpose
   trap "kill $host_sleep 2>/dev/null; \"\$WARREN\" rm -f iso-pid >/dev/null 2>&1" EXIT
 
-  # One line per pid inside: "PID ARGV...".
-  out=$("$WARREN" exec iso-pid -- sh -c 'for p in /proc/[0-9]*; do printf "%s %s\n" "${p#/proc/}" "$(tr "\0" " " <$p/cmdline)"; done 2>/dev/null')
+  # One line per pid inside: "PID ARGV..." (a one-line script, so that
+  # the listing shell's own entry is one line too).
+  list='for p in /proc/[0-9]*; do printf "%s %s\n" "${p#/proc/}"'
+  list="$list"' "$(tr "\0" " " <$p/cmdline)"; done 2>/dev/null'
+  out=$("$WARREN" exec iso-pid -- sh -c "$list")
   assert_contains "$out" "1 warren-init --ctl-fd" "pid 1"
   assert_contains "$out" "sleep 1000" "the sandbox's own sleep"
   assert_not_contains "$out" "$marker" "processes inside"
@@ -87,6 +92,12 @@ test_only_own_processes_visible() {
   assert_contains "$out" "Permission denied" "reading init's exe link"
   out=$(must_fail "$WARREN" exec iso-pid -- cat /proc/1/maps)
   assert_contains "$out" "Permission denied" "reading init's maps"
+  # init's fds (its control socket, kept output pipes) stay out of reach,
+  # and a process gets its stdio and nothing else.
+  out=$(must_fail "$WARREN" exec iso-pid -- ls /proc/1/fd)
+  assert_contains "$out" "Permission denied" "listing init's fds"
+  assert_eq "0 1 2 3" "$("$WARREN" exec iso-pid -- ls /proc/self/fd | xargs)" \
+    "fds of a new process (3: ls's own directory)"
 }
 
 # No route out: connects to the internet and to the host fail before any
@@ -102,9 +113,10 @@ test_no_network_route() {
     host_ip=$(hostname -I | awk '{print $1}')
   fi
   for addr in 1.1.1.1:80 1.1.1.1:443 169.254.169.254:80 \
-    ${host_ip:+$host_ip:22} ${host_ip:+$host_ip:80} ${gw:+$gw:53}; do
-    out=$("$WARREN" exec iso-net -- probe net "${addr%:*}" "${addr#*:}")
-    assert_eq "connect_${addr%:*}_${addr#*:}: ENETUNREACH" "$out" \
+    2606:4700:4700::1111:443 ${host_ip:+$host_ip:22} ${host_ip:+$host_ip:80} \
+    ${gw:+$gw:53}; do
+    out=$("$WARREN" exec iso-net -- probe net "${addr%:*}" "${addr##*:}")
+    assert_eq "connect_${addr%:*}_${addr##*:}: ENETUNREACH" "$out" \
       "connect to $addr"
   done
 
@@ -139,6 +151,7 @@ test_host_files_unreachable() {
   install_helper iso-fs probe
   marker=/root/warren-marker-$$-$RANDOM
   echo "host secret" >"$marker"
+  # shellcheck disable=SC2064 # expanded now, on purpose
   trap "rm -f '$marker'; \"\$WARREN\" rm -f iso-fs >/dev/null 2>&1" EXIT
 
   "$WARREN" exec iso-fs -- test ! -e "$marker" || fail "$marker is visible"
@@ -159,6 +172,7 @@ test_host_files_unreachable() {
   assert_not_contains "$out" "/var/lib" "mountinfo inside"
   assert_not_contains "$out" " - sysfs " "mountinfo inside"
   while read -r line; do
+    # shellcheck disable=SC2086 # split into mountinfo's fields
     set -- $line
     [ "$3" != "$host_dev" ] || fail "a host device is mounted inside: $line"
     case "$5" in
@@ -186,7 +200,7 @@ test_memory_limit_kills_only_inside() {
   new_sandbox iso-mem --memory 64m
   new_sandbox iso-mem-peer
   install_helper iso-mem probe
-  id=$(sb_field iso-mem id)
+  id=$(sb_get iso-mem .id)
   if [ -r "/sys/fs/cgroup/memory/$WR_CG_PARENT/$id/memory.limit_in_bytes" ]; then
     assert_eq 67108864 \
       "$(cat "/sys/fs/cgroup/memory/$WR_CG_PARENT/$id/memory.limit_in_bytes")" \
@@ -198,7 +212,7 @@ test_memory_limit_kills_only_inside() {
   assert_eq 137 "$rc" "exit code of memhog 200 under 64m (output: $out)"
   assert_not_contains "$out" "allocated 200 MiB"
   pid_alive "$dpid" || fail "warrend died"
-  assert_eq running "$(sb_field iso-mem state)" "state after the OOM kill"
+  assert_eq running "$(sb_get iso-mem .state)" "state after the OOM kill"
   assert_eq alive "$("$WARREN" exec iso-mem -- echo alive)" "exec after OOM"
   assert_eq alive "$("$WARREN" exec iso-mem-peer -- echo alive)" \
     "exec in another sandbox"
@@ -240,7 +254,7 @@ test_fork_bomb_contained() {
   [ "$made" -lt 64 ] || fail "$made forks made under --pids 64"
   rm -f "$out"
   assert_eq ok "$("$WARREN" exec iso-bomb -- echo ok)" "exec after the bomb"
-  assert_eq running "$(sb_field iso-bomb state)"
+  assert_eq running "$(sb_get iso-bomb .state)"
 }
 
 # Dangerous system calls fail; the capability set is Docker's; no new
@@ -249,19 +263,20 @@ test_denied_syscalls_and_caps() {
   local out init_pid
   new_sandbox iso-sys
   install_helper iso-sys probe
-  init_pid=$(sb_field iso-sys pid)
+  init_pid=$(sb_get iso-sys .pid)
   out=$("$WARREN" exec iso-sys -- probe syscalls)
   for call in keyctl add_key bpf mount umount unshare_user unshare_mnt \
     unshare_net ptrace_init sethostname init_module reboot userfaultfd \
     io_uring_setup setns_net open_by_handle_at perf_event_open kexec_load \
-    pivot_root fsopen open_tree move_mount pidfd_getfd swapon clock_settime; do
+    pivot_root fsopen open_tree move_mount pidfd_getfd swapon clock_settime \
+    syslog mknod_block; do
     assert_contains "$out" "$call: EPERM" "probe syscalls"
   done
   assert_contains "$out" "clone3: ENOSYS" "probe syscalls"
   # kill(1, SIGKILL) may "succeed", but init must not die of it.
   sleep 0.2
-  assert_eq running "$(sb_field iso-sys state)" "state after kill -9 1"
-  assert_eq "$init_pid" "$(sb_field iso-sys pid)" "init's pid"
+  assert_eq running "$(sb_get iso-sys .state)" "state after kill -9 1"
+  assert_eq "$init_pid" "$(sb_get iso-sys .pid)" "init's pid"
   assert_eq ok "$("$WARREN" exec iso-sys -- echo ok)"
 
   out=$("$WARREN" exec iso-sys -- grep -E '^(Cap|NoNewPrivs|Seccomp)' \
@@ -281,10 +296,10 @@ test_sandboxes_isolated_from_each_other() {
   local a_id b_id a_base b_base out secret
   new_sandbox iso-a
   new_sandbox iso-b
-  a_id=$(sb_field iso-a id)
-  b_id=$(sb_field iso-b id)
-  a_base=$(sb_field iso-a uid_base)
-  b_base=$(sb_field iso-b uid_base)
+  a_id=$(sb_get iso-a .id)
+  b_id=$(sb_get iso-b .id)
+  a_base=$(sb_get iso-a .uid_base)
+  b_base=$(sb_get iso-b .uid_base)
   [ "$a_base" -ge $((b_base + 65536)) ] || [ "$b_base" -ge $((a_base + 65536)) ] ||
     fail "uid ranges overlap: $a_base and $b_base"
   secret="secret-$RANDOM$RANDOM"

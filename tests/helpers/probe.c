@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,22 +143,42 @@ static void syscalls(void) {
   report("pidfd_getfd", pidfd_getfd_init());
   report("swapon", syscall(SYS_swapon, "/dev/null", 0));
   report("clock_settime", clock_settime_now());
+  report("syslog", syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL,
+                           0));
+  report("mknod_block", mknod("/dev/probe-sda", S_IFBLK | 0600,
+                              makedev(8, 0)));
   report("kill_init", kill(1, SIGKILL));
 }
 
-/* Connect to ADDR:PORT with a 2 s timeout. */
+/* Connect to ADDR:PORT (IPv4, or IPv6 when ADDR has a colon) with a 2 s
+ * timeout. */
 static void net(const char *addr, int port) {
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  char name[64];
+  struct sockaddr_storage ss;
+  struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+  int family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+  int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  socklen_t salen;
+  char name[80];
   struct timeval tv = {2, 0};
   fd_set w;
   int r, e = 0;
   socklen_t len = sizeof(e);
 
-  inet_pton(AF_INET, addr, &sa.sin_addr);
+  memset(&ss, 0, sizeof(ss));
+  if (family == AF_INET6) {
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(port);
+    inet_pton(AF_INET6, addr, &sin6->sin6_addr);
+    salen = sizeof(*sin6);
+  } else {
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    inet_pton(AF_INET, addr, &sin->sin_addr);
+    salen = sizeof(*sin);
+  }
   snprintf(name, sizeof(name), "connect_%s_%d", addr, port);
-  r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+  r = connect(s, (struct sockaddr *)&ss, salen);
   if (r < 0 && errno == EINPROGRESS) {
     FD_ZERO(&w);
     FD_SET(s, &w);
