@@ -4,12 +4,16 @@
  * a short-lived child unshares CLONE_NEWUSER and waits while we write its
  * maps and open its namespace; the fd keeps the namespace alive after the
  * child is gone. The same mapping is used to id-map the image mount.
+ *
+ * The child shares our memory (CLONE_VM, on a small stack of its own), so
+ * starting it costs no page-table copy; it only makes system calls.
  */
 #include "runtime/runtime_internal.h"
 
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -28,18 +32,24 @@ static int write_proc(pid_t pid, const char *file, const char *value,
   return 0;
 }
 
-/* Runs in the child: only async-signal-safe calls (we may be forked from a
- * threaded daemon). */
-static void child_wait(int ready_r, int ready_w, int go_r, int go_w) {
+#define HELPER_STACK (64 * 1024)
+
+struct helper {
+  int ready[2], go[2];
+};
+
+/* Runs in the child: only system calls (it shares the daemon's memory). */
+static int helper_main(void *arg) {
+  struct helper *h = arg;
   char c = 0;
 
-  close(ready_r);
-  close(go_w);
+  close(h->ready[0]);
+  close(h->go[1]);
   if (unshare(CLONE_NEWUSER) < 0)
     c = 1;
-  if (write(ready_w, &c, 1) != 1 || c != 0)
+  if (write(h->ready[1], &c, 1) != 1 || c != 0)
     _exit(1);
-  while (read(go_r, &c, 1) < 0 && errno == EINTR)
+  while (read(h->go[0], &c, 1) < 0 && errno == EINTR)
     ;
   _exit(0);
 }
@@ -60,34 +70,42 @@ static int map_and_open(pid_t pid, uint32_t slot, int *userns_fd,
 }
 
 int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
-  int ready[2], go[2], r = -1, status;
-  char c = 1;
+  struct helper h;
+  char c = 1, *stack;
+  int r = -1, status;
   pid_t pid;
 
   if (slot > WR_MAX_SLOT)
     return wr_error_set(err, ERANGE, "uid slot %u is out of range", slot);
-  if (pipe2(ready, O_CLOEXEC) < 0)
-    return wr_error_set(err, errno, "pipe");
-  if (pipe2(go, O_CLOEXEC) < 0) {
-    close(ready[0]);
-    close(ready[1]);
+  stack = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED)
+    return wr_error_set(err, errno, "mmap");
+  if (pipe2(h.ready, O_CLOEXEC) < 0) {
+    munmap(stack, HELPER_STACK);
     return wr_error_set(err, errno, "pipe");
   }
-  pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
-  if (pid == 0)
-    child_wait(ready[0], ready[1], go[0], go[1]);
-  close(ready[1]);
-  close(go[0]);
+  if (pipe2(h.go, O_CLOEXEC) < 0) {
+    wr_error_set(err, errno, "pipe");
+    close(h.ready[0]);
+    close(h.ready[1]);
+    munmap(stack, HELPER_STACK);
+    return -1;
+  }
+  pid = clone(helper_main, stack + HELPER_STACK, CLONE_VM | SIGCHLD, &h);
+  close(h.ready[1]);
+  close(h.go[0]);
   if (pid < 0)
-    wr_error_set(err, errno, "fork");
-  else if (read(ready[0], &c, 1) != 1 || c != 0)
+    wr_error_set(err, errno, "clone");
+  else if (read(h.ready[0], &c, 1) != 1 || c != 0)
     wr_error_set(err, EPERM, "create a user namespace");
   else
     r = map_and_open(pid, slot, userns_fd, err);
-  close(go[1]);
-  close(ready[0]);
+  close(h.go[1]);
+  close(h.ready[0]);
   if (pid > 0)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
       ;
+  munmap(stack, HELPER_STACK);
   return r;
 }
