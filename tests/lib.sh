@@ -316,3 +316,13 @@ root_traces() { # [ID...]
     done
   } | sort
 }
+
+# True when nothing but PID 1 (and the probe itself) runs in the sandbox.
+sandbox_quiet() { # NAME
+  [ -z "$("$WARREN" exec "$1" -- sh -c "$INSIDE_PS")" ]
+}
+
+# True when a process named COMM runs in the sandbox.
+sandbox_runs() { # NAME COMM
+  "$WARREN" exec "$1" -- sh -c "$INSIDE_PS" | grep -q "($2)"
+}

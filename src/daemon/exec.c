@@ -317,10 +317,15 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
     return wr_error_setx(err, EEXIST, "a process tagged `%s` exists", x->tag);
   for (struct wr_proc *p = sb->procs; p != NULL; p = p->next)
     nprocs++;
+  /* The way out depends on what fills the table: running processes must be
+   * signalled, finished ones forgotten. */
   if (nprocs >= MAX_PROCS_PER_SANDBOX)
-    return wr_error_setx(err, EBUSY, "too many processes (%d) in flight; "
-                                    "remove finished background processes",
-                        MAX_PROCS_PER_SANDBOX);
+    return wr_error_setx(err, EBUSY,
+                        "sandbox `%s` has %d processes, the most it may "
+                        "have; kill background processes that run "
+                        "(warren kill) or forget finished ones "
+                        "(DELETE .../processes/TAG)",
+                        sb->name, MAX_PROCS_PER_SANDBOX);
   return 0;
 }
 

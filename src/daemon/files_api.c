@@ -125,6 +125,12 @@ static struct fjob *fjob_new(void *ctx, wr_http_req_t *req, const char *path,
     wr_http_reply_error(req, 400, "bad_request", "missing query `path`");
     return NULL;
   }
+  if (path[0] != '/') {
+    wr_http_reply_error(req, 400, "bad_request",
+                        "path `%s` must be absolute (inside the sandbox)",
+                        path);
+    return NULL;
+  }
   if (wr_path_check(path, &err) < 0 ||
       (rootfd = wr_sandbox_rootfd(sb, &err)) < 0) {
     wr_reply_err(req, &err);
@@ -345,6 +351,10 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
 
   if (body == NULL)
     return;
+  if (to[0] != '/') {
+    wr_http_reply_error(req, 400, "bad_request", "`to` must be absolute");
+    return;
+  }
   if (wr_path_check(to, &err) < 0) {
     wr_reply_err(req, &err);
     return;

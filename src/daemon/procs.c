@@ -26,6 +26,7 @@
 #define READ_CHUNK 65536
 #define WATCHER_QUEUE_MAX (4u << 20)
 #define FOREGROUND_HIGH_WATER (1u << 20)
+#define PROBE_INTERVAL_MS 1000
 
 static void proc_free(struct wr_proc *p) {
   while (p->chunks != NULL) {
@@ -131,6 +132,25 @@ static size_t watcher_output(struct wr_watcher *w, int stream,
   return wr_http_stream_write(w->req, NULL, 0);
 }
 
+/* Drop up to `excess` bytes from the front of the kept output: the whole
+ * oldest chunk when it is no longer than that, else its first bytes, so
+ * that exactly the last RETAIN_BYTES stay (what `warren logs` promises). */
+static void forget_oldest(struct wr_proc *p, size_t excess) {
+  struct wr_chunk *old = p->chunks;
+
+  if (old->len <= excess && old->next != NULL) {
+    p->chunks = old->next;
+    p->held -= old->len;
+    free(old);
+    return;
+  }
+  excess = WR_MIN(excess, old->len);
+  memmove(old->data, old->data + excess, old->len - excess);
+  old->len -= excess;
+  old->offset += excess;
+  p->held -= excess;
+}
+
 static void retain(struct wr_proc *p, int stream, const char *data,
                    size_t len) {
   struct wr_chunk *c = xmalloc(sizeof(*c) + len);
@@ -146,12 +166,8 @@ static void retain(struct wr_proc *p, int stream, const char *data,
     p->chunks = c;
   p->last_chunk = c;
   p->held += len;
-  while (p->held > RETAIN_BYTES && p->chunks != c) {
-    struct wr_chunk *old = p->chunks;
-    p->chunks = old->next;
-    p->held -= old->len;
-    free(old);
-  }
+  while (p->held > RETAIN_BYTES)
+    forget_oldest(p, p->held - RETAIN_BYTES);
 }
 
 static void watcher_end(struct wr_watcher *w, json_t *exit_json);
@@ -451,9 +467,8 @@ static void watcher_end(struct wr_watcher *w, json_t *exit_json) {
   watcher_free(w);
   if (frames) {
     if (exit_json != NULL) {
-      _cleanup_free_ char *s = wr_json_dumps(exit_json);
-      json_object_del(exit_json, "type");
-      free(s);
+      _cleanup_free_ char *s = NULL;
+      json_object_del(exit_json, "type"); /* the frame type says it */
       s = wr_json_dumps(exit_json);
       wr_frame_send(req, WR_FRAME_EXIT, s, strlen(s));
     }
@@ -499,19 +514,69 @@ static void on_watcher_data(wr_http_req_t *req, const char *data, size_t len,
 }
 
 /*
+ * Probing a client that stopped sending. A client that is gone must not
+ * leave its foreground process running until that process happens to
+ * write (a quiet `sleep`, a server, a long build would run on, unlisted
+ * and unkillable), yet EOF alone cannot tell it from one that only shut
+ * down its sending side. An empty STDOUT frame can: a half-closed client
+ * ignores it, while writing to a closed one fails, which aborts the
+ * request and so kills the process. On a unix socket the first probe
+ * fails at once; on TCP it draws the peer's reset and a later one fails,
+ * hence a probe every PROBE_INTERVAL_MS while the process runs. The timer
+ * holds a reference on the process and never keeps the loop alive.
+ */
+struct probe {
+  uv_timer_t timer;
+  struct wr_proc *p;
+  const struct wr_watcher *w; /* compared, used only while still listed */
+};
+
+static bool still_watching(const struct wr_proc *p,
+                           const struct wr_watcher *w) {
+  for (const struct wr_watcher *x = p->watchers; x != NULL; x = x->next)
+    if (x == w)
+      return true;
+  return false;
+}
+
+static void probe_closed(uv_handle_t *h) {
+  struct probe *pr = h->data;
+
+  wr_proc_unref(pr->p);
+  free(pr);
+}
+
+static void on_probe(uv_timer_t *t) {
+  struct probe *pr = t->data;
+
+  if (!pr->p->running || !still_watching(pr->p, pr->w) ||
+      wr_http_aborted(pr->w->req)) {
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, probe_closed);
+    return;
+  }
+  wr_frame_send(pr->w->req, WR_FRAME_STDOUT, NULL, 0);
+}
+
+static void start_probing(struct wr_watcher *w) {
+  struct probe *pr = xcalloc(1, sizeof(*pr));
+
+  pr->p = w->p;
+  pr->w = w;
+  w->p->refs++;
+  uv_timer_init(w->p->sb->d->loop, &pr->timer);
+  pr->timer.data = pr;
+  uv_timer_start(&pr->timer, on_probe, 0, PROBE_INTERVAL_MS);
+  uv_unref((uv_handle_t *)&pr->timer);
+}
+
+/*
  * The client stopped sending (EOF on the upgraded connection). It may have
  * shut down only its sending side, or be gone: both look the same here.
- * For a foreground process without a tty this is the end of its input; a
- * pty has no such thing, so a foreground tty session ends as if aborted;
- * from a background process the client just detaches.
- *
- * A client that is gone must not leave its foreground process running
- * until that process happens to write (a quiet `sleep`, a server, a long
- * build would run on, unlisted and unkillable). So an empty STDOUT frame
- * probes the connection: a client that only half-closed ignores it, while
- * writing to one that closed fails, which aborts the request and kills the
- * process. On a unix socket that failure is immediate; on TCP the probe
- * draws the peer's reset and the next write fails.
+ * For a foreground process without a tty this is the end of its input (and
+ * the client is probed, above); a pty has no such thing, so a foreground
+ * tty session ends as if aborted; from a background process the client
+ * just detaches.
  */
 static void on_watcher_close(wr_http_req_t *req, void *arg) {
   struct wr_watcher *w = arg;
@@ -523,7 +588,8 @@ static void on_watcher_close(wr_http_req_t *req, void *arg) {
     on_watcher_abort(req, w);
   } else if (w->interactive) {
     wr_proc_close_input(p);
-    wr_frame_send(req, WR_FRAME_STDOUT, NULL, 0);
+    if (p->running)
+      start_probing(w);
   }
 }
 

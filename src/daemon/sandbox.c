@@ -490,6 +490,17 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
   return 0;
 }
 
+/* Create's errors have codes of their own: a name that is taken, an image
+ * that does not exist. */
+static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
+  if (err->code == EEXIST)
+    wr_http_reply_error(req, 409, "name_conflict", "%s", err->msg);
+  else if (err->code == ENOENT)
+    wr_http_reply_error(req, 404, "image_not_found", "%s", err->msg);
+  else
+    wr_reply_err(req, err);
+}
+
 void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
   struct create_req c = {.image = d->cfg.default_image, .workdir = "/",
@@ -514,18 +525,20 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
     return;
   if (check_create(d, &c, &err) < 0 ||
       (sb = sandbox_new(d, &c, &err)) == NULL) {
-    wr_reply_err(req, &err);
+    reply_create_err(req, &err);
     return;
   }
   if (sandbox_insert(d, sb, &err) < 0) {
     sandbox_free(sb);
-    wr_reply_err(req, &err);
+    reply_create_err(req, &err);
     return;
   }
   j = sb_job_new(sb, req, "creating", create_work, create_done);
   j->start = c.start;
   wr_job_queue(d, &j->job);
 }
+
+static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen);
 
 /* ---- start -------------------------------------------------------------- */
 
@@ -555,10 +568,15 @@ void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
 
   if (sb == NULL || check_busy(sb, req))
     return;
-  if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
+  if (sb->state == WR_SB_PAUSED) {
+    pause_or_resume(req, ctx, false); /* start means "make it run" */
+    return;
+  }
+  if (sb->state == WR_SB_RUNNING) {
     reply_sandbox(req, 200, sb);
     return;
   }
+  wr_procs_free_all(sb); /* the processes of the last run are history */
   wr_job_queue(sb->d, &sb_job_new(sb, req, "starting", start_work,
                                   start_done)->job);
 }

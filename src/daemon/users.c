@@ -98,36 +98,65 @@ static void find_groups(char *db, struct wr_user *u) {
   }
 }
 
-/* "uid[:gid]" without a passwd entry: a bare identity. */
-static int numeric_user(const char *spec, struct wr_user *u,
-                        wr_error_t *err) {
-  _cleanup_free_ char *copy = xstrdup(spec);
-  char *colon = strchr(copy, ':');
-
-  if (colon != NULL)
-    *colon = '\0';
-  if (!parse_id(copy, &u->uid) ||
-      (colon != NULL && !parse_id(colon + 1, &u->gid)))
-    return wr_error_setx(err, EINVAL, "invalid user `%s`", spec);
-  if (colon == NULL)
-    u->gid = u->uid;
-  snprintf(u->name, sizeof(u->name), "%u", u->uid);
+/* A uid without a passwd entry: a bare identity, its gid the same number. */
+static void numeric_user(uint32_t uid, struct wr_user *u) {
+  u->uid = uid;
+  u->gid = uid;
+  snprintf(u->name, sizeof(u->name), "%u", uid);
   wr_strlcpy(u->home, "/", sizeof(u->home));
-  return 0;
 }
 
 /* "root" is the default user of every exec, so it must not depend on the
  * sandbox's /etc/passwd: a sandbox that deleted or mangled that file
  * would otherwise lock every client out, the one that could repair it
  * included. Without an entry, root is uid 0 with home /root. */
-static int root_user(const char *group, const char *spec, struct wr_user *u,
-                     wr_error_t *err) {
+static void root_user(struct wr_user *u) {
   u->uid = 0;
   u->gid = 0;
-  if (group != NULL && !parse_id(group + 1, &u->gid))
-    return wr_error_setx(err, EINVAL, "invalid group in `%s`", spec);
   wr_strlcpy(u->name, "root", sizeof(u->name));
   wr_strlcpy(u->home, "/root", sizeof(u->home));
+}
+
+/* A group given by name is looked up in /etc/group (a copy: the caller's
+ * text is parsed again for the memberships). */
+static bool find_group_gid(const char *db, const char *name, uint32_t *gid) {
+  _cleanup_free_ char *copy = db ? xstrdup(db) : NULL;
+
+  for (char *save = NULL, *line = copy ? strtok_r(copy, "\n", &save) : NULL;
+       line != NULL; line = strtok_r(NULL, "\n", &save)) {
+    char *f[4];
+    if (split_fields(line, f, 4) >= 3 && strcmp(f[0], name) == 0)
+      return parse_id(f[2], gid);
+  }
+  return false;
+}
+
+/* The ":GROUP" part of a user spec, a gid or a group name (as docker's
+ * --user takes it). */
+static int apply_group(const char *group_db, const char *group,
+                       const char *spec, struct wr_user *u,
+                       wr_error_t *err) {
+  if (parse_id(group, &u->gid) || find_group_gid(group_db, group, &u->gid))
+    return 0;
+  return wr_error_setx(err, EINVAL, "no group `%s` in the sandbox (in `%s`)",
+                       group, spec);
+}
+
+/* The user part: a passwd entry by name or uid, else root or a bare uid. */
+static int find_user(char *passwd, const char *name, const char *spec,
+                     struct wr_user *u, wr_error_t *err) {
+  uint32_t uid = 0;
+  bool numeric = parse_id(name, &uid);
+
+  if (passwd != NULL &&
+      find_passwd(passwd, numeric ? NULL : name, uid, u))
+    return 0;
+  if (strcmp(name, "root") == 0)
+    root_user(u);
+  else if (numeric)
+    numeric_user(uid, u);
+  else
+    return wr_error_setx(err, EINVAL, "no user `%s` in the sandbox", spec);
   return 0;
 }
 
@@ -135,33 +164,21 @@ int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
                     wr_error_t *err) {
   _cleanup_free_ char *passwd = NULL;
   _cleanup_free_ char *group = NULL;
-  _cleanup_free_ char *uid_part = xstrdup(spec);
-  char *colon = strchr(uid_part, ':');
-  uint32_t uid = 0, gid;
-  bool numeric;
+  _cleanup_free_ char *user_part = xstrdup(spec);
+  char *colon = strchr(user_part, ':');
 
   memset(out, 0, sizeof(*out));
-  if (*spec == '\0' || strlen(spec) > 64)
+  if (*spec == '\0' || strlen(spec) > 64 || user_part[0] == ':' ||
+      spec[strlen(spec) - 1] == ':')
     return wr_error_setx(err, EINVAL, "invalid user `%s`", spec);
   if (colon != NULL)
-    *colon = '\0';
-  numeric = parse_id(uid_part, &uid);
+    *colon++ = '\0';
   if (read_db(rootfd, "/etc/passwd", &passwd, err) < 0 ||
-      read_db(rootfd, "/etc/group", &group, err) < 0)
+      read_db(rootfd, "/etc/group", &group, err) < 0 ||
+      find_user(passwd, user_part, spec, out, err) < 0)
     return -1;
-  if (passwd == NULL ||
-      !find_passwd(passwd, numeric ? NULL : uid_part, uid, out)) {
-    if (strcmp(uid_part, "root") == 0)
-      return root_user(colon, spec, out, err);
-    if (!numeric)
-      return wr_error_setx(err, EINVAL, "no user `%s` in the sandbox", spec);
-    return numeric_user(spec, out, err);
-  }
-  if (colon != NULL) {
-    if (!parse_id(colon + 1, &gid))
-      return wr_error_setx(err, EINVAL, "invalid group in `%s`", spec);
-    out->gid = gid;
-  }
+  if (colon != NULL && apply_group(group, colon, spec, out, err) < 0)
+    return -1;
   if (group != NULL)
     find_groups(group, out);
   return 0;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # End-to-end: a sandbox's life from create to rm, through the CLI.
 #
 # create with every option (and what inspect, ls and the sandbox itself
@@ -141,14 +142,22 @@ test_stop_kills_a_process_ignoring_term() {
 }
 
 test_stop_of_willing_processes_is_quick() {
-  local start ms
+  local start ms pid rc
   new_sandbox lc-stopq
   "$WARREN" exec -d lc-stopq -- sleep 1000 >/dev/null
+  # A foreground exec in flight ends with the sandbox instead of hanging.
+  "$WARREN" exec lc-stopq -- sleep 1000 &
+  pid=$!
+  sleep 0.3
   start=$(now_ms)
   "$WARREN" stop --timeout 10 lc-stopq >/dev/null
   ms=$(($(now_ms) - start))
   [ "$ms" -lt 3000 ] || fail "stop waited ${ms} ms although all obeyed TERM"
   assert_eq stopped "$(sb_state lc-stopq)" "state"
+  rc=0
+  timeout 5 tail --pid="$pid" -f /dev/null || fail "the exec outlived the sandbox"
+  wait "$pid" || rc=$?
+  assert_eq 143 "$rc" "status of the exec cut short by stop"
   # stop is idempotent too.
   "$WARREN" stop lc-stopq >/dev/null
 }

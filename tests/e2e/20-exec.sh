@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # End-to-end: `warren exec` in the foreground.
 #
 # Exit statuses (the command's, 124, 125, 126, 127, 128+N), separate
@@ -43,7 +44,7 @@ test_death_by_signal() {
 }
 
 test_stdout_and_stderr_are_separate() {
-  local out err tmp
+  local out tmp
   new_sandbox ex-split
   tmp=$(mktemp -d)
   "$WARREN" exec ex-split -- sh -c 'echo out; echo err >&2; echo out2' \
@@ -134,6 +135,19 @@ test_users() {
   assert_eq "65534 100" \
     "$("$WARREN" exec -u nobody:100 ex-user -- sh -c 'echo $(id -u) $(id -g)')" \
     "--user NAME:GID"
+  # A user made inside, with its home and groups; groups by name too.
+  "$WARREN" exec ex-user -- useradd -m -u 1500 -G audio,video alice
+  assert_eq "1500 1500 1500 29 44 /home/alice alice" \
+    "$("$WARREN" exec -u alice ex-user -- sh -c 'echo $(id -u) $(id -g) $(id -G) $HOME $USER')" \
+    "--user alice"
+  assert_eq "1500 29" "$("$WARREN" exec -u alice:audio ex-user -- sh -c 'echo $(id -u) $(id -g)')" \
+    "--user NAME:GROUP"
+  assert_eq "1234 44" "$("$WARREN" exec -u 1234:video ex-user -- sh -c 'echo $(id -u) $(id -g)')" \
+    "--user UID:GROUP"
+  assert_eq "alice /home/alice" \
+    "$("$WARREN" exec -u 1500 ex-user -- sh -c 'echo $USER $HOME')" "--user UID of a named user"
+  out=$(must_fail "$WARREN" exec -u alice:no-such-group ex-user -- true)
+  assert_contains "$out" "no-such-group" "unknown group"
   # An unprivileged user really is one.
   must_fail "$WARREN" exec -u nobody ex-user -- sh -c 'echo x >/etc/x' >/dev/null
   out=$(must_fail "$WARREN" exec -u no-such-user ex-user -- true)
@@ -263,21 +277,21 @@ test_dead_client_kills_its_process() {
   new_sandbox ex-dead
   "$WARREN" exec ex-dead -- sh -c 'sleep 100' &
   pid=$!
-  wait_until 5 sh -c "'$WARREN' exec ex-dead -- sh -c '$INSIDE_PS' | grep -q sleep" ||
+  wait_until 5 sandbox_runs ex-dead sleep ||
     fail "sleep did not start"
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null || true
-  wait_until 5 test -z "$("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")" ||
+  wait_until 5 sandbox_quiet ex-dead ||
     fail "left running after the client died: $("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")"
   # The same for a plain (NDJSON) exec over curl.
   curl -sS -N --unix-socket "$WR_SOCK" -d '{"cmd":["sleep","100"]}' \
     http://warren/v1/sandboxes/ex-dead/exec >/dev/null &
   pid=$!
-  wait_until 5 sh -c "'$WARREN' exec ex-dead -- sh -c '$INSIDE_PS' | grep -q sleep" ||
+  wait_until 5 sandbox_runs ex-dead sleep ||
     fail "sleep did not start (curl)"
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null || true
-  wait_until 5 test -z "$("$WARREN" exec ex-dead -- sh -c "$INSIDE_PS")" ||
+  wait_until 5 sandbox_quiet ex-dead ||
     fail "left running after curl died"
 }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # End-to-end: files in and out of a sandbox.
 #
 # `warren cp` with docker cp's rules, the files API with curl (binary and
@@ -311,6 +312,18 @@ proj/src/main.c" "$(tar tf "$tmp/a.tar" | sort)" "tar tf of the archive"
       elif [ -f "$f" ]; then echo "$f $(stat -c %a "$f") $(sha256sum <"$f")"
       else echo "$f $(stat -c %a "$f")"; fi
     done' | sum)" "the round trip is identical"
+  # Ownership inside the sandbox survives the trip both ways.
+  "$WARREN" exec -u 1000:1001 fl-tar -- sh -c 'mkdir /tmp/own; echo o >/tmp/own/f'
+  fstat /tmp/own/f
+  assert_eq "1000 1001" "$(json_get "$API_BODY" '"\(.uid) \(.gid)"')" "stat owner"
+  curl -sS --fail --unix-socket "$WR_SOCK" -o "$tmp/own.tar" \
+    "http://warren/v1/sandboxes/$SB/files/archive?path=/tmp/own"
+  assert_contains "$(tar tvf "$tmp/own.tar")" "1000/1001" "owner in the archive"
+  api_call PUT "/v1/sandboxes/$SB/files/archive?path=/own-copy" \
+    --data-binary @"$tmp/own.tar"
+  assert_eq "1000:1001 1000:1001" \
+    "$("$WARREN" exec fl-tar -- stat -c %u:%g /own-copy/own /own-copy/own/f | tr '\n' ' ' | sed 's/ $//')" \
+    "owner after extracting"
   # A single file's archive holds just it.
   curl -sS --unix-socket "$WR_SOCK" \
     "http://warren/v1/sandboxes/$SB/files/archive?path=/proj/src/main.c" |

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # End-to-end: the HTTP API's quality, with curl and raw sockets.
 #
 # Bad JSON, unknown fields, wrong types, oversized bodies, unknown
@@ -173,7 +174,7 @@ test_state_conflicts_are_409() {
 }
 
 test_garbage_does_not_kill_the_daemon() {
-  local out i
+  local out
   new_sandbox api-garbage
   # Random bytes, 20 times (one python, many connections).
   python3 - "$WR_SOCK" <<'EOF'
@@ -234,7 +235,7 @@ EOF
   assert_daemon_alive
   assert_eq ok "$("$WARREN" exec api-garbage -- echo ok)" "exec after the barrage"
   # The hostile execs were killed with their connections.
-  wait_until 5 test -z "$("$WARREN" exec api-garbage -- sh -c "$INSIDE_PS")" ||
+  wait_until 5 sandbox_quiet api-garbage ||
     fail "processes left: $("$WARREN" exec api-garbage -- sh -c "$INSIDE_PS")"
 }
 
@@ -274,7 +275,7 @@ free_port() {
 # Restart this file's daemon with a TCP listener too (sandboxes keep
 # running across the restart).
 test_tcp_needs_the_key() {
-  local port key url p out
+  local port key url p out pid
   port=$(free_port)
   stop_daemon
   start_daemon --listen "127.0.0.1:$port"
@@ -310,11 +311,22 @@ test_tcp_needs_the_key() {
   W() { "$WARREN" --host "tcp://127.0.0.1:$port" --api-key "$key" "$@"; }
   W create --name api-tcp >/dev/null
   WR_CLEANUP="${WR_CLEANUP:-} api-tcp"
+  # shellcheck disable=SC2154 # s is the loop's, when the trap runs
   trap 'for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
   assert_contains "$(W ls -q)" api-tcp "ls over TCP"
   assert_eq "out err" "$(W exec api-tcp -- sh -c 'echo out; echo err >&2' 2>&1 | tr '\n' ' ' | sed 's/ $//')" \
     "exec over TCP"
   assert_eq HI "$(echo hi | W exec -i api-tcp -- tr a-z A-Z)" "exec -i over TCP"
+  # A TCP client that dies takes its (quiet) process with it.
+  "$WARREN" --host "tcp://127.0.0.1:$port" --api-key "$key" \
+    exec api-tcp -- sleep 100 &
+  pid=$!
+  wait_until 5 sandbox_runs api-tcp sleep ||
+    fail "sleep did not start over TCP"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  wait_until 5 sandbox_quiet api-tcp ||
+    fail "left running after the TCP client died: $("$WARREN" exec api-tcp -- sh -c "$INSIDE_PS")"
   W cp /etc/services api-tcp:/tmp/s
   assert_eq "$(sha256sum </etc/services | cut -c1-64)" \
     "$(W exec api-tcp -- sh -c 'sha256sum </tmp/s' | cut -c1-64)" "cp over TCP"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # End-to-end: terminals. `warren exec -it`, `warren sh` and `warren attach`
 # run on a real pseudo-terminal made by tests/helpers/ptydrive, which types
 # into it, resizes it and watches what appears.
@@ -138,7 +139,7 @@ EOF
 
 # The terminal's settings before and after warren, in one session.
 test_terminal_is_restored() {
-  local before after
+  local before i
   new_sandbox tty-restore
   "$WARREN" exec -d -t --tag bg tty-restore -- sh >/dev/null
   drive 24 80 sh -c "
