@@ -85,6 +85,7 @@ unit: $(TESTS) $(INIT_BIN)
 	@tests/run-unit $(TESTS)
 
 check: deps
+	$(MAKE) lint
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) asan
@@ -133,10 +134,10 @@ install: all
 	install -m 0755 $(BUILD)/bin/warren-init $(DESTDIR)$(PREFIX)/lib/warren/
 
 format:
-	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'bench/*.c')
 
 lint:
-	clang-format --dry-run --Werror $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+	clang-format --dry-run --Werror $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'bench/*.c')
 
 clean:
 	rm -rf build build-asan build-fuzz

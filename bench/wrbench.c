@@ -29,7 +29,9 @@ struct opts {
   int mass;
 };
 
-static double ms_since(uint64_t t0) { return (wr_mono_ns() - t0) / 1e6; }
+static double ms_since(uint64_t t0) {
+  return (wr_mono_ns() - t0) / 1e6;
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -63,8 +65,8 @@ static int call_q(wr_http_client_t *c, const char *method, const char *path,
   wr_error_t err;
   int status;
 
-  if (wr_http_request(c, method, path, body ? "application/json" : NULL,
-                      body, body ? strlen(body) : 0, &r, &err) < 0) {
+  if (wr_http_request(c, method, path, body ? "application/json" : NULL, body,
+                      body ? strlen(body) : 0, &r, &err) < 0) {
     fprintf(stderr, "wrbench: %s %s: %s\n", method, path, err.msg);
     return -1;
   }
@@ -148,8 +150,9 @@ static void report(const char *what, double *v, int n, const char *peer,
 static void bench_create_exec(const struct opts *o, wr_http_client_t *c) {
   double *v = xcalloc((size_t)o->runs, sizeof(double));
   double *pv = xcalloc((size_t)o->runs, sizeof(double));
-  char *bw[] = {"bwrap", "--unshare-all", "--ro-bind", (char *)o->image, "/",
-                "--proc", "/proc", "--dev", "/dev", "true", NULL};
+  char *bw[] = {"bwrap", "--unshare-all", "--ro-bind", (char *)o->image,
+                "/",     "--proc",        "/proc",     "--dev",
+                "/dev",  "true",          NULL};
   int n = 0, pn = 0;
 
   for (int i = 0; i < o->runs; i++) {
@@ -295,11 +298,20 @@ int main(int argc, char **argv) {
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {
-    case 's': o.socket = optarg; break;
-    case 'i': o.image = optarg; break;
-    case 'r': o.runs = atoi(optarg); break;
-    case 'm': o.mass = atoi(optarg); break;
-    default: return 2;
+    case 's':
+      o.socket = optarg;
+      break;
+    case 'i':
+      o.image = optarg;
+      break;
+    case 'r':
+      o.runs = atoi(optarg);
+      break;
+    case 'm':
+      o.mass = atoi(optarg);
+      break;
+    default:
+      return 2;
     }
   }
   if (o.runs < 1 || o.mass < 1)

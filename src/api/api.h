@@ -30,9 +30,9 @@ typedef struct wr_http_server wr_http_server_t;
 typedef struct wr_http_req wr_http_req_t;
 
 struct wr_http_limits {
-  size_t max_header_bytes; /* request line + headers; default 16 KiB */
-  size_t max_body_bytes;   /* buffered bodies; default 1 MiB */
-  unsigned max_conns;      /* default 1024; more are refused at accept */
+  size_t max_header_bytes;    /* request line + headers; default 16 KiB */
+  size_t max_body_bytes;      /* buffered bodies; default 1 MiB */
+  unsigned max_conns;         /* default 1024; more are refused at accept */
   uint64_t header_timeout_ms; /* whole head must arrive; default 10 s */
   uint64_t idle_timeout_ms;   /* keep-alive idle; default 60 s */
 };
@@ -101,9 +101,8 @@ void *wr_http_get_data(const wr_http_req_t *req);
 /* True once the client has gone. */
 bool wr_http_aborted(const wr_http_req_t *req);
 /* Called once if the client goes away before the final call. */
-void wr_http_on_abort(wr_http_req_t *req, void (*cb)(wr_http_req_t *req,
-                                                      void *arg),
-                      void *arg);
+void wr_http_on_abort(wr_http_req_t *req,
+                      void (*cb)(wr_http_req_t *req, void *arg), void *arg);
 
 /* ---- streamed request bodies (WR_ROUTE_STREAM_BODY) --------------------- */
 
@@ -144,9 +143,8 @@ void wr_http_stream_begin(wr_http_req_t *req, int status,
  * caller can stop producing above a threshold and resume in on_drain. */
 size_t wr_http_stream_write(wr_http_req_t *req, const void *data, size_t len);
 /* Called when the write queue drops to empty. */
-void wr_http_on_drain(wr_http_req_t *req, void (*cb)(wr_http_req_t *req,
-                                                      void *arg),
-                      void *arg);
+void wr_http_on_drain(wr_http_req_t *req,
+                      void (*cb)(wr_http_req_t *req, void *arg), void *arg);
 /* Final call: send the last chunk. */
 void wr_http_stream_end(wr_http_req_t *req);
 
@@ -162,8 +160,7 @@ bool wr_http_wants_upgrade(const wr_http_req_t *req, const char *protocol);
 int wr_http_upgrade(wr_http_req_t *req, const char *protocol,
                     void (*on_data)(wr_http_req_t *req, const char *data,
                                     size_t len, void *arg),
-                    void (*on_close)(wr_http_req_t *req, void *arg),
-                    void *arg);
+                    void (*on_close)(wr_http_req_t *req, void *arg), void *arg);
 /* Queue raw bytes; returns bytes pending (see wr_http_stream_write). */
 size_t wr_http_raw_write(wr_http_req_t *req, const void *data, size_t len);
 /* Stop or resume delivery of raw bytes (backpressure). */
@@ -207,16 +204,14 @@ void wr_http_response_free(struct wr_http_response *resp);
  * wr_http_read_body() until it returns 0.
  */
 int wr_http_request_stream(wr_http_client_t *c, const char *method,
-                           const char *path_and_query,
-                           const char *content_type, const void *body,
-                           size_t body_len, struct wr_http_response *resp,
-                           wr_error_t *err);
+                           const char *path_and_query, const char *content_type,
+                           const void *body, size_t body_len,
+                           struct wr_http_response *resp, wr_error_t *err);
 /* Send a request whose body is produced by `producer` (chunked transfer):
  * it is called repeatedly and returns bytes written into buf, 0 at the end,
  * -1 on error. Then reads the response head as above. */
 int wr_http_request_upload(wr_http_client_t *c, const char *method,
-                           const char *path_and_query,
-                           const char *content_type,
+                           const char *path_and_query, const char *content_type,
                            ssize_t (*producer)(void *arg, char *buf,
                                                size_t size),
                            void *arg, struct wr_http_response *resp,

@@ -216,7 +216,7 @@ static char *join_packages(const json_t *packages) {
   json_t *p;
 
   wr_buf_init(&b);
-  json_array_foreach((json_t *)packages, i, p) {
+  json_array_foreach ((json_t *)packages, i, p) {
     if (json_string_value(p) == NULL)
       continue;
     if (b.len > 0)
@@ -278,7 +278,8 @@ static int cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   wr_cli_table_init(&t, 5);
   wr_cli_table_add(&t, (const char *const[]){"NAME", "STATE", "SIZE", "CREATED",
                                              "PACKAGES"});
-  json_array_foreach(list, i, img) add_image_row(&t, img);
+  json_array_foreach (list, i, img)
+    add_image_row(&t, img);
   wr_cli_table_print(&t, stdout);
   return WR_CLI_EXIT_OK;
 }

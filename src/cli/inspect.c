@@ -59,7 +59,7 @@ static void map_field(const char *key, const json_t *map) {
   json_t *v;
   bool first = true;
 
-  json_object_foreach((json_t *)map, k, v) {
+  json_object_foreach ((json_t *)map, k, v) {
     _cleanup_free_ char *kv = xasprintf("%s=%s", k, json_string_value(v));
     line(first ? key : "", kv);
     first = false;

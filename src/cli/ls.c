@@ -150,7 +150,7 @@ static int print_sandboxes(const struct wr_cli_ls_opts *o, json_t *list) {
   wr_cli_table_init(&t, 7);
   wr_cli_table_add(&t, (const char *const[]){"NAME", "ID", "STATE", "IMAGE",
                                              "MEMORY", "CPUS", "CREATED"});
-  json_array_foreach(list, i, sb) {
+  json_array_foreach (list, i, sb) {
     if (o->quiet)
       printf("%s\n", wr_cli_jstr(sb, "name"));
     else
@@ -178,7 +178,7 @@ int wr_cli_cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   path = wr_cli_ls_path(&o);
   if (wr_cli_call(ctx, "GET", path, NULL, &reply, NULL, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
-  json_array_foreach(json_object_get(reply, "sandboxes"), i, sb) {
+  json_array_foreach (json_object_get(reply, "sandboxes"), i, sb) {
     if (matches(&o, sb))
       json_array_append(list, sb);
   }

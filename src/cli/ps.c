@@ -33,7 +33,7 @@ static char *join_cmd(const json_t *cmd) {
   json_t *arg;
 
   wr_buf_init(&b);
-  json_array_foreach((json_t *)cmd, i, arg) {
+  json_array_foreach ((json_t *)cmd, i, arg) {
     if (i > 0)
       wr_buf_puts(&b, " ");
     wr_buf_puts(&b, json_string_value(arg) ? json_string_value(arg) : "");
@@ -69,7 +69,8 @@ static void print_processes(const json_t *list) {
   wr_cli_table_init(&t, 5);
   wr_cli_table_add(&t,
                    (const char *const[]){"TAG", "PID", "STATE", "EXIT", "CMD"});
-  json_array_foreach((json_t *)list, i, p) add_row(&t, p);
+  json_array_foreach ((json_t *)list, i, p)
+    add_row(&t, p);
   wr_cli_table_print(&t, stdout);
 }
 

@@ -39,7 +39,9 @@ void wr_buf_append(wr_buf_t *b, const void *data, size_t len) {
   b->data[b->len] = '\0';
 }
 
-void wr_buf_puts(wr_buf_t *b, const char *s) { wr_buf_append(b, s, strlen(s)); }
+void wr_buf_puts(wr_buf_t *b, const char *s) {
+  wr_buf_append(b, s, strlen(s));
+}
 
 void wr_buf_printf(wr_buf_t *b, const char *fmt, ...) {
   va_list ap;

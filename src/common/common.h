@@ -38,7 +38,7 @@
  * callers on the way up ("create sandbox `a`: mount overlay: ...").
  */
 typedef struct wr_error {
-  int code;          /* errno value, or 0 */
+  int code; /* errno value, or 0 */
   char msg[512];
 } wr_error_t;
 
@@ -213,8 +213,8 @@ int wr_read_file_at(int dirfd, const char *path, size_t max, char **out,
 /* Write a file atomically (temp + rename) with mode. */
 int wr_write_file(const char *path, const void *data, size_t len, mode_t mode,
                   wr_error_t *err);
-int wr_write_file_at(int dirfd, const char *name, const void *data,
-                     size_t len, wr_error_t *err);
+int wr_write_file_at(int dirfd, const char *name, const void *data, size_t len,
+                     wr_error_t *err);
 /* mkdir -p for a host path (trusted). */
 int wr_mkdir_p(const char *path, mode_t mode, wr_error_t *err);
 /* rm -rf below dirfd/name without following symlinks or crossing mounts. */
@@ -252,14 +252,14 @@ void wr_json_decrefp(json_t **j);
  * required fields are errors that name the field.
  */
 enum wr_json_type {
-  WR_JSON_STRING,   /* char ** (borrowed from the json_t) */
-  WR_JSON_INT,      /* int64_t * */
-  WR_JSON_NUMBER,   /* double * (integer or real) */
-  WR_JSON_BOOL,     /* bool * */
-  WR_JSON_OBJECT,   /* json_t ** (borrowed) */
-  WR_JSON_ARRAY,    /* json_t ** (borrowed) */
-  WR_JSON_ANY,      /* json_t ** (borrowed) */
-  WR_JSON_SIZE,     /* uint64_t *: integer bytes or a string like "1g" */
+  WR_JSON_STRING, /* char ** (borrowed from the json_t) */
+  WR_JSON_INT,    /* int64_t * */
+  WR_JSON_NUMBER, /* double * (integer or real) */
+  WR_JSON_BOOL,   /* bool * */
+  WR_JSON_OBJECT, /* json_t ** (borrowed) */
+  WR_JSON_ARRAY,  /* json_t ** (borrowed) */
+  WR_JSON_ANY,    /* json_t ** (borrowed) */
+  WR_JSON_SIZE,   /* uint64_t *: integer bytes or a string like "1g" */
 };
 
 struct wr_json_field {
@@ -277,8 +277,8 @@ int wr_json_unpack(const json_t *obj, const struct wr_json_field *fields,
 int wr_json_parse_object(const char *data, size_t len, bool allow_empty,
                          json_t **out, wr_error_t *err);
 /* Array of strings -> NULL-terminated vector (copied). */
-int wr_json_strv(const json_t *arr, const char *what, size_t max,
-                 char ***out, wr_error_t *err);
+int wr_json_strv(const json_t *arr, const char *what, size_t max, char ***out,
+                 wr_error_t *err);
 /* Object of string values -> "K=V" vector (copied), keys validated. */
 int wr_json_env(const json_t *obj, const char *what, char ***out,
                 wr_error_t *err);

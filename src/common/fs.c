@@ -86,8 +86,8 @@ int wr_read_file(const char *path, size_t max, char **out, size_t *len,
   return wr_read_file_at(AT_FDCWD, path, max, out, len, err);
 }
 
-int wr_write_file_at(int dirfd, const char *name, const void *data,
-                     size_t len, wr_error_t *err) {
+int wr_write_file_at(int dirfd, const char *name, const void *data, size_t len,
+                     wr_error_t *err) {
   _cleanup_close_ int fd = -1;
 
   fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -3,7 +3,9 @@
 
 #include <jansson.h>
 
-void wr_json_decrefp(json_t **j) { json_decref(*j); }
+void wr_json_decrefp(json_t **j) {
+  json_decref(*j);
+}
 
 int wr_json_parse_object(const char *data, size_t len, bool allow_empty,
                          json_t **out, wr_error_t *err) {
@@ -119,7 +121,7 @@ int wr_json_unpack(const json_t *obj, const struct wr_json_field *fields,
 
   if (!json_is_object(obj))
     return wr_error_set(err, 0, "expected a JSON object");
-  json_object_foreach((json_t *)obj, key, v) {
+  json_object_foreach ((json_t *)obj, key, v) {
     size_t i;
     for (i = 0; i < n; i++)
       if (strcmp(fields[i].name, key) == 0)
@@ -141,8 +143,8 @@ int wr_json_unpack(const json_t *obj, const struct wr_json_field *fields,
   return 0;
 }
 
-int wr_json_strv(const json_t *arr, const char *what, size_t max,
-                 char ***out, wr_error_t *err) {
+int wr_json_strv(const json_t *arr, const char *what, size_t max, char ***out,
+                 wr_error_t *err) {
   size_t n, i;
   char **v;
 
@@ -176,7 +178,7 @@ int wr_json_env(const json_t *obj, const char *what, char ***out,
     wr_strv_free(env);
     return wr_error_set(err, 0, "`%s` must be an object of strings", what);
   }
-  json_object_foreach((json_t *)obj, key, v) {
+  json_object_foreach ((json_t *)obj, key, v) {
     _cleanup_free_ char *kv = NULL;
     if (!wr_env_key_valid(key)) {
       wr_strv_free(env);
@@ -186,8 +188,8 @@ int wr_json_env(const json_t *obj, const char *what, char ***out,
     if (!json_is_string(v) ||
         strlen(json_string_value(v)) != json_string_length(v)) {
       wr_strv_free(env);
-      return wr_error_set(err, 0, "`%s.%s` must be a string without NUL",
-                          what, key);
+      return wr_error_set(err, 0, "`%s.%s` must be a string without NUL", what,
+                          key);
     }
     kv = xasprintf("%s=%s", key, json_string_value(v));
     env = wr_strv_push(env, kv);

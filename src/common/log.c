@@ -56,7 +56,7 @@ void wr_log(enum wr_log_level level, const char *fmt, ...) {
     fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n",
             stamp, level_names[level], esc);
   } else {
-    fprintf(stderr, "%s %s %s: %s\n", stamp, log_conf.prog,
-            level_names[level], msg);
+    fprintf(stderr, "%s %s %s: %s\n", stamp, log_conf.prog, level_names[level],
+            msg);
   }
 }

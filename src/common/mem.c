@@ -9,15 +9,25 @@ static void *check(void *p) {
   return p;
 }
 
-void *xmalloc(size_t n) { return check(malloc(n ? n : 1)); }
+void *xmalloc(size_t n) {
+  return check(malloc(n ? n : 1));
+}
 
-void *xcalloc(size_t n, size_t m) { return check(calloc(n ? n : 1, m ? m : 1)); }
+void *xcalloc(size_t n, size_t m) {
+  return check(calloc(n ? n : 1, m ? m : 1));
+}
 
-void *xrealloc(void *p, size_t n) { return check(realloc(p, n ? n : 1)); }
+void *xrealloc(void *p, size_t n) {
+  return check(realloc(p, n ? n : 1));
+}
 
-char *xstrdup(const char *s) { return check(strdup(s)); }
+char *xstrdup(const char *s) {
+  return check(strdup(s));
+}
 
-char *xstrndup(const char *s, size_t n) { return check(strndup(s, n)); }
+char *xstrndup(const char *s, size_t n) {
+  return check(strndup(s, n));
+}
 
 void *xmemdup(const void *p, size_t n) {
   void *r = xmalloc(n);
@@ -38,7 +48,9 @@ char *xasprintf(const char *fmt, ...) {
   return s;
 }
 
-void wr_freep(void *p) { free(*(void **)p); }
+void wr_freep(void *p) {
+  free(*(void **)p);
+}
 
 void wr_closep(int *fd) {
   if (*fd >= 0) {
@@ -53,4 +65,6 @@ void wr_fclosep(FILE **f) {
     fclose(*f);
 }
 
-void wr_strvfreep(char ***v) { wr_strv_free(*v); }
+void wr_strvfreep(char ***v) {
+  wr_strv_free(*v);
+}

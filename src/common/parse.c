@@ -69,11 +69,20 @@ int wr_parse_size(const char *s, uint64_t *out, wr_error_t *err) {
     const char *unit;
     uint64_t mult;
   } units[] = {
-      {"", 1},           {"b", 1},          {"k", 1ULL << 10},
-      {"kb", 1ULL << 10}, {"kib", 1ULL << 10}, {"m", 1ULL << 20},
-      {"mb", 1ULL << 20}, {"mib", 1ULL << 20}, {"g", 1ULL << 30},
-      {"gb", 1ULL << 30}, {"gib", 1ULL << 30}, {"t", 1ULL << 40},
-      {"tb", 1ULL << 40}, {"tib", 1ULL << 40},
+      {"", 1},
+      {"b", 1},
+      {"k", 1ULL << 10},
+      {"kb", 1ULL << 10},
+      {"kib", 1ULL << 10},
+      {"m", 1ULL << 20},
+      {"mb", 1ULL << 20},
+      {"mib", 1ULL << 20},
+      {"g", 1ULL << 30},
+      {"gb", 1ULL << 30},
+      {"gib", 1ULL << 30},
+      {"t", 1ULL << 40},
+      {"tb", 1ULL << 40},
+      {"tib", 1ULL << 40},
   };
   const char *unit;
   double num;
@@ -114,8 +123,7 @@ int wr_parse_duration_ms(const char *s, uint64_t *out, wr_error_t *err) {
       return 0;
     }
   }
-  return wr_error_set(err, 0,
-                      "invalid duration `%s` (use ms, s, m or h)", s);
+  return wr_error_set(err, 0, "invalid duration `%s` (use ms, s, m or h)", s);
 }
 
 bool wr_name_valid(const char *s) {
@@ -151,14 +159,16 @@ static const struct {
   const char *name;
   int num;
 } signals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},
-    {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
-    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD},
-    {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},       {"TRAP", SIGTRAP}, {"ABRT", SIGABRT},
+    {"BUS", SIGBUS},       {"FPE", SIGFPE},   {"KILL", SIGKILL},
+    {"USR1", SIGUSR1},     {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
+    {"URG", SIGURG},       {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
-    {"IO", SIGIO},     {"PWR", SIGPWR},   {"SYS", SIGSYS},
+    {"IO", SIGIO},         {"PWR", SIGPWR},   {"SYS", SIGSYS},
 };
 
 int wr_signal_from_name(const char *s) {

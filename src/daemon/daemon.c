@@ -27,8 +27,7 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/sandboxes/{id}/processes", wr_api_proc_list, 0},
     {"GET", "/v1/sandboxes/{id}/processes/{tag}", wr_api_proc_get, 0},
     {"DELETE", "/v1/sandboxes/{id}/processes/{tag}", wr_api_proc_delete, 0},
-    {"GET", "/v1/sandboxes/{id}/processes/{tag}/output", wr_api_proc_output,
-     0},
+    {"GET", "/v1/sandboxes/{id}/processes/{tag}/output", wr_api_proc_output, 0},
     {"POST", "/v1/sandboxes/{id}/processes/{tag}/signal", wr_api_proc_signal,
      0},
     {"GET", "/v1/sandboxes/{id}/files", wr_api_files_read, 0},
@@ -161,11 +160,11 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
   }
   wr_http_reply_json(
       req, 200,
-      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b}}",
-                "version", WR_VERSION, "api_version", 1, "driver", "ns",
-                "cgroup", wr_rt_cgroup_version(d->rt), "root", d->cfg.root,
-                "kernel", u.release, "sandboxes", total, "running", running,
-                "limits", "memory", wr_rt_can_limit(d->rt, "memory"), "cpus",
+      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b}}", "version",
+                WR_VERSION, "api_version", 1, "driver", "ns", "cgroup",
+                wr_rt_cgroup_version(d->rt), "root", d->cfg.root, "kernel",
+                u.release, "sandboxes", total, "running", running, "limits",
+                "memory", wr_rt_can_limit(d->rt, "memory"), "cpus",
                 wr_rt_can_limit(d->rt, "cpus"), "pids",
                 wr_rt_can_limit(d->rt, "pids")));
 }
@@ -192,8 +191,7 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
     return -1;
   if (chmod(cfg->root, 0711) < 0)
     return wr_error_set(err, errno, "chmod `%s`", cfg->root);
-  if (wr_store_open(db, &d->store, err) < 0 ||
-      wr_rt_new(&rc, &d->rt, err) < 0)
+  if (wr_store_open(db, &d->store, err) < 0 || wr_rt_new(&rc, &d->rt, err) < 0)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
                             &d->http, err);
@@ -207,8 +205,8 @@ static int load_api_key(struct wr_daemon *d, wr_error_t *err) {
   size_t len = 0;
 
   if (wr_read_file(path, 4096, &d->api_key, &len, NULL) == 0) {
-    while (len > 0 && (d->api_key[len - 1] == '\n' ||
-                       d->api_key[len - 1] == '\r'))
+    while (len > 0 &&
+           (d->api_key[len - 1] == '\n' || d->api_key[len - 1] == '\r'))
       d->api_key[--len] = '\0';
     if (len >= 16)
       return 0;

@@ -38,11 +38,11 @@ struct wr_daemon {
   wr_store_t *store;
   struct wr_runtime *rt;
   wr_http_server_t *http;
-  char *images_dir;   /* ROOT/images */
-  char *api_key;      /* for the TCP listener, or NULL */
-  struct wr_sandbox *sandboxes; /* list of sandboxes known to this daemon */
+  char *images_dir;              /* ROOT/images */
+  char *api_key;                 /* for the TCP listener, or NULL */
+  struct wr_sandbox *sandboxes;  /* list of sandboxes known to this daemon */
   struct wr_image_build *builds; /* image builds in progress */
-  char *init_buf;     /* receive buffer for init messages (loop thread) */
+  char *init_buf; /* receive buffer for init messages (loop thread) */
   uv_signal_t sigterm, sigint;
   bool stopping;
 };

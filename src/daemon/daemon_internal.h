@@ -47,22 +47,22 @@ struct wr_sandbox {
 
   /* While running (or paused). */
   struct wr_rt_instance inst;
-  uv_poll_t pidfd_poll;   /* readable when warren-init exits */
+  uv_poll_t pidfd_poll; /* readable when warren-init exits */
   bool pidfd_polling;
   struct wr_initconn *conn;
-  int rootfd;             /* O_PATH fd of the merged root, or -1 */
+  int rootfd; /* O_PATH fd of the merged root, or -1 */
 
   /* A lifecycle operation (create, start, stop, rm, pause) is running on a
    * worker thread or waiting for init to exit; others get 409 busy. */
   const char *busy;
-  uv_timer_t stop_timer;  /* SIGKILL after the stop grace period */
+  uv_timer_t stop_timer; /* SIGKILL after the stop grace period */
   bool stop_timer_init;
   wr_http_req_t *stop_req; /* the request waiting for the stop to finish */
-  bool removing;          /* rm waits for the stop to finish */
-  bool removed;           /* gone from the table; freed when unreferenced */
+  bool removing;           /* rm waits for the stop to finish */
+  bool removed;            /* gone from the table; freed when unreferenced */
   int refs;
 
-  struct wr_proc *procs;  /* processes spawned through init */
+  struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
 };
 
@@ -70,8 +70,7 @@ struct wr_sandbox {
 
 struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *id_or_name);
 /* Look up the {id} parameter; replies 404 and returns NULL when absent. */
-struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
-                                       wr_http_req_t *req);
+struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d, wr_http_req_t *req);
 void wr_sandbox_ref(struct wr_sandbox *sb);
 void wr_sandbox_unref(struct wr_sandbox *sb);
 const char *wr_sandbox_state_name(enum wr_sandbox_state s);
@@ -108,8 +107,8 @@ void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx);
  * the reply came (err says why). fds received with the reply are owned by
  * the callback. */
 typedef void (*wr_initconn_reply_fn)(void *arg, const struct wr_init_hdr *hdr,
-                                     const void *payload, int *fds,
-                                     size_t nfds, const wr_error_t *err);
+                                     const void *payload, int *fds, size_t nfds,
+                                     const wr_error_t *err);
 
 struct wr_initconn *wr_initconn_new(struct wr_sandbox *sb, int fd,
                                     wr_error_t *err);
@@ -226,12 +225,10 @@ void wr_proc_signal(struct wr_proc *p, int sig);
 json_t *wr_proc_json(const struct wr_proc *p);
 json_t *wr_proc_exit_json(const struct wr_proc *p);
 /* Add a watcher for req; replays retained output from `offset`. */
-struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req,
-                            bool frames, bool interactive, bool follow,
-                            uint64_t offset);
+struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req, bool frames,
+                            bool interactive, bool follow, uint64_t offset);
 /* Send one frame to an upgraded request. */
-void wr_frame_send(wr_http_req_t *req, int type, const void *data,
-                   size_t len);
+void wr_frame_send(wr_http_req_t *req, int type, const void *data, size_t len);
 /* Feed bytes from an upgraded client; returns -1 on a protocol error. */
 int wr_watcher_input(struct wr_watcher *w, const char *data, size_t len);
 /* Drop a process record (after exit, or on FORGET). */

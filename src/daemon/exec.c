@@ -34,8 +34,8 @@ struct spawn_ctx {
   struct wr_proc *p;
   struct exec_req x;
   char *stdin_text;
-  int stdin_w;   /* our end of stdin (pipe), or -1 */
-  int out_r[2];  /* our ends of stdout, stderr */
+  int stdin_w;  /* our end of stdin (pipe), or -1 */
+  int out_r[2]; /* our ends of stdout, stderr */
   bool aborted;
 };
 
@@ -85,15 +85,13 @@ static void spawn_ctx_free(struct spawn_ctx *c) {
 }
 
 static int reply_spawn_error(wr_http_req_t *req,
-                             const struct wr_init_spawned *s,
-                             const char *cmd) {
+                             const struct wr_init_spawned *s, const char *cmd) {
   const char *stage = s->stage;
 
   if (strcmp(stage, "exec") == 0 && s->err == ENOENT)
     wr_http_reply_error(req, 400, "command_not_found",
                         "`%s`: command not found", cmd);
-  else if (strcmp(stage, "exec") == 0 &&
-           (s->err == EACCES || s->err == EPERM))
+  else if (strcmp(stage, "exec") == 0 && (s->err == EACCES || s->err == EPERM))
     wr_http_reply_error(req, 400, "permission_denied",
                         "`%s`: permission denied", cmd);
   else if (strcmp(stage, "chdir") == 0)
@@ -222,17 +220,22 @@ static int make_pipes(struct spawn_ctx *c, int child[3], wr_error_t *err) {
   return 0;
 }
 
-static int send_spawn(struct spawn_ctx *c, const struct wr_user *u,
-                      char **argv, char **env, wr_error_t *err) {
+static int send_spawn(struct spawn_ctx *c, const struct wr_user *u, char **argv,
+                      char **env, wr_error_t *err) {
   struct wr_init_spawn s = {
       .flags = (c->x.tty ? WR_SPAWN_TTY : 0) |
                (c->x.background ? WR_SPAWN_BACKGROUND : 0),
-      .uid = u->uid, .gid = u->gid, .ngroups = u->ngroups,
-      .rows = (uint16_t)c->x.rows, .cols = (uint16_t)c->x.cols,
-      .tag = c->p->tag ? c->p->tag : "", .cwd = c->x.cwd,
+      .uid = u->uid,
+      .gid = u->gid,
+      .ngroups = u->ngroups,
+      .rows = (uint16_t)c->x.rows,
+      .cols = (uint16_t)c->x.cols,
+      .tag = c->p->tag ? c->p->tag : "",
+      .cwd = c->x.cwd,
       .argc = (uint32_t)wr_strv_len(argv),
       .envc = (uint32_t)wr_strv_len(env),
-      .argv = (const char **)argv, .env = (const char **)env,
+      .argv = (const char **)argv,
+      .env = (const char **)env,
   };
   int fds[5], child[3] = {-1, -1, -1};
   size_t nfds = 0;
@@ -268,8 +271,7 @@ static void on_early_abort(wr_http_req_t *req, void *arg) {
   c->aborted = true;
 }
 
-static int parse_exec(wr_http_req_t *req, struct exec_req *x,
-                      json_t **body) {
+static int parse_exec(wr_http_req_t *req, struct exec_req *x, json_t **body) {
   struct wr_json_field f[] = {
       {"cmd", WR_JSON_ARRAY, &x->cmd, true, NULL},
       {"env", WR_JSON_OBJECT, &x->env, false, NULL},
@@ -307,8 +309,9 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
   if (x->rows < 1 || x->rows > 10000 || x->cols < 1 || x->cols > 10000)
     return wr_error_setx(err, EINVAL, "rows and cols must be 1 to 10000");
   if (x->tty && !x->upgrade && !x->background)
-    return wr_error_setx(err, EINVAL, "a tty needs an interactive connection "
-                                     "(Upgrade: warren-exec) or background");
+    return wr_error_setx(err, EINVAL,
+                         "a tty needs an interactive connection "
+                         "(Upgrade: warren-exec) or background");
   if (x->tag != NULL && !x->background)
     return wr_error_setx(err, EINVAL, "tag is only for background processes");
   if (x->tag != NULL && !wr_name_valid(x->tag))
@@ -321,11 +324,11 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
    * signalled, finished ones forgotten. */
   if (nprocs >= MAX_PROCS_PER_SANDBOX)
     return wr_error_setx(err, EBUSY,
-                        "sandbox `%s` has %d processes, the most it may "
-                        "have; kill background processes that run "
-                        "(warren kill) or forget finished ones "
-                        "(DELETE .../processes/TAG)",
-                        sb->name, MAX_PROCS_PER_SANDBOX);
+                         "sandbox `%s` has %d processes, the most it may "
+                         "have; kill background processes that run "
+                         "(warren kill) or forget finished ones "
+                         "(DELETE .../processes/TAG)",
+                         sb->name, MAX_PROCS_PER_SANDBOX);
   return 0;
 }
 
@@ -336,8 +339,9 @@ static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
     wr_http_reply_error(req, 409, "paused",
                         "sandbox `%s` is paused (resume it first)", sb->name);
   else
-    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is not running%s",
-                        sb->name, sb->busy ? " (busy)" : "");
+    wr_http_reply_error(req, 409, "not_running",
+                        "sandbox `%s` is not running%s", sb->name,
+                        sb->busy ? " (busy)" : "");
   return false;
 }
 

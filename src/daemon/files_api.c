@@ -22,13 +22,20 @@
 
 static const char *type_name(char t) {
   switch (t) {
-  case 'f': return "file";
-  case 'd': return "dir";
-  case 'l': return "symlink";
-  case 'c': return "char";
-  case 'b': return "block";
-  case 'p': return "fifo";
-  case 's': return "socket";
+  case 'f':
+    return "file";
+  case 'd':
+    return "dir";
+  case 'l':
+    return "symlink";
+  case 'c':
+    return "char";
+  case 'b':
+    return "block";
+  case 'p':
+    return "fifo";
+  case 's':
+    return "socket";
   }
   return "unknown";
 }
@@ -41,8 +48,8 @@ static json_t *info_json(const struct wr_file_info *fi) {
   wr_format_time(fi->mtime_ms, mtime, sizeof(mtime));
   j = json_pack("{s:o,s:o,s:s,s:I,s:s,s:i,s:i,s:s}", "name",
                 wr_json_string_lossy(fi->name), "path",
-                wr_json_string_lossy(fi->path), "type", type_name(fi->type), "size",
-                (json_int_t)fi->size, "mode", mode, "uid", (int)fi->uid,
+                wr_json_string_lossy(fi->path), "type", type_name(fi->type),
+                "size", (json_int_t)fi->size, "mode", mode, "uid", (int)fi->uid,
                 "gid", (int)fi->gid, "mtime", mtime);
   if (fi->link_target != NULL)
     json_object_set_new(j, "link_target",
@@ -60,8 +67,9 @@ static int parse_mode_str(const char *s, uint32_t *out, wr_error_t *err) {
   v = strtoul(s, &end, 8);
   if (v & ~01777UL)
     return wr_error_setx(err, EINVAL,
-                        "mode %s is not allowed (permission bits and "
-                        "sticky only)", s);
+                         "mode %s is not allowed (permission bits and "
+                         "sticky only)",
+                         s);
   *out = (uint32_t)v;
   return 0;
 }
@@ -88,7 +96,7 @@ struct fjob {
   struct wr_files_ctx fc;
   char *path, *to;
   uint32_t mode;
-  bool flag;   /* recursive / parents / overwrite */
+  bool flag; /* recursive / parents / overwrite */
   unsigned depth;
   size_t limit;
   /* results */
@@ -170,7 +178,8 @@ static void done_empty(struct wr_job *job) {
   fjob_free(j);
 }
 
-/* ---- stat, list ----------------------------------------------------------- */
+/* ---- stat, list -----------------------------------------------------------
+ */
 
 static void stat_work(struct wr_job *job) {
   struct fjob *j = job->arg;
@@ -179,8 +188,8 @@ static void stat_work(struct wr_job *job) {
 }
 
 void wr_api_files_stat(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"), stat_work,
-                            done_info);
+  struct fjob *j =
+      fjob_new(ctx, req, wr_http_query(req, "path"), stat_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -206,8 +215,8 @@ static void list_done(struct wr_job *job) {
       json_array_append_new(arr, info_json(&j->list[i]));
     wr_http_reply_json(j->req, 200,
                        json_pack("{s:o,s:o,s:b}", "path",
-                                 wr_json_string_lossy(norm), "entries",
-                                 arr, "truncated", j->truncated));
+                                 wr_json_string_lossy(norm), "entries", arr,
+                                 "truncated", j->truncated));
   }
   fjob_free(j);
 }
@@ -220,8 +229,7 @@ static int query_u64(wr_http_req_t *req, const char *name, uint64_t def,
   *out = def;
   if (v == NULL || wr_parse_u64(v, min, max, out, &err) == 0)
     return 0;
-  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name,
-                      err.msg);
+  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name, err.msg);
   return -1;
 }
 
@@ -230,8 +238,8 @@ void wr_api_files_list(wr_http_req_t *req, void *ctx) {
   struct fjob *j;
 
   if (query_u64(req, "depth", 1, 1, 64, &depth) < 0 ||
-      query_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT,
-                &limit) < 0)
+      query_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT, &limit) <
+          0)
     return;
   j = fjob_new(ctx, req, wr_http_query(req, "path"), list_work, list_done);
   if (j == NULL)
@@ -264,8 +272,7 @@ static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
       {"mode", WR_JSON_ANY, &mode, mode_required, NULL},
       {flag_name ? flag_name : "-", WR_JSON_BOOL, &flag, false, NULL},
   };
-  _cleanup_json_ json_t *body =
-      wr_req_json(req, f, flag_name ? 3 : 2);
+  _cleanup_json_ json_t *body = wr_req_json(req, f, flag_name ? 3 : 2);
   uint32_t m = mode_def;
   wr_error_t err;
   struct fjob *j;
@@ -303,8 +310,8 @@ static void chmod_work(struct wr_job *job) {
 }
 
 void wr_api_files_chmod(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = path_mode_body(req, ctx, NULL, false, 0, true, chmod_work,
-                                  done_info);
+  struct fjob *j =
+      path_mode_body(req, ctx, NULL, false, 0, true, chmod_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -367,7 +374,8 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
   }
 }
 
-/* ---- read a file ---------------------------------------------------------- */
+/* ---- read a file ----------------------------------------------------------
+ */
 
 /* A streamed download: uv_fs_read chunks, one at a time, paced by the
  * client. */
@@ -444,8 +452,8 @@ static void on_download_abort(wr_http_req_t *req, void *arg) {
 static void open_read_work(struct wr_job *job) {
   struct fjob *j = job->arg;
 
-  job->result = wr_files_open_read(&j->fc, j->path, &j->fd, &j->info,
-                                   &job->err);
+  job->result =
+      wr_files_open_read(&j->fc, j->path, &j->fd, &j->info, &job->err);
 }
 
 static void open_read_done(struct wr_job *job) {
@@ -457,7 +465,8 @@ static void open_read_done(struct wr_job *job) {
     if (job->err.code == EISDIR)
       wr_http_reply_error(j->req, 400, "is_directory",
                           "`%s` is a directory (use files/list or "
-                          "files/archive)", j->path);
+                          "files/archive)",
+                          j->path);
     else
       wr_reply_err(j->req, &job->err);
     fjob_free(j);
@@ -481,7 +490,8 @@ void wr_api_files_read(wr_http_req_t *req, void *ctx) {
     wr_job_queue(j->sb->d, &j->job);
 }
 
-/* ---- write a file ---------------------------------------------------------- */
+/* ---- write a file ----------------------------------------------------------
+ */
 
 /* A streamed upload: each body chunk is written with uv_fs_write while the
  * body is paused, then the temporary file is renamed into place. */
@@ -545,12 +555,12 @@ static void upload_flush(struct upload *up) {
   if (up->writing)
     return;
   if (!up->failed && up->pending.len > 0) {
-    b = uv_buf_init(up->pending.data, (unsigned)WR_MIN(up->pending.len,
-                                                       1u << 20));
+    b = uv_buf_init(up->pending.data,
+                    (unsigned)WR_MIN(up->pending.len, 1u << 20));
     up->writing = true;
     up->fs.data = up;
-    if (uv_fs_write(up->j->sb->d->loop, &up->fs, wr_files_writer_fd(up->w),
-                    &b, 1, -1, on_upload_written) == 0)
+    if (uv_fs_write(up->j->sb->d->loop, &up->fs, wr_files_writer_fd(up->w), &b,
+                    1, -1, on_upload_written) == 0)
       return;
     up->writing = false;
     up->failed = true;
@@ -589,8 +599,8 @@ static void write_begin_work(struct wr_job *job) {
   struct fjob *j = job->arg;
   struct upload *up = j->upload;
 
-  job->result = wr_files_write_begin(&j->fc, j->path, j->mode, j->flag,
-                                     &up->w, &job->err);
+  job->result = wr_files_write_begin(&j->fc, j->path, j->mode, j->flag, &up->w,
+                                     &job->err);
 }
 
 static void write_begin_done(struct wr_job *job) {
@@ -658,7 +668,8 @@ void wr_api_files_write(wr_http_req_t *req, void *ctx) {
   wr_job_queue(j->sb->d, &j->job);
 }
 
-/* ---- archives -------------------------------------------------------------- */
+/* ---- archives --------------------------------------------------------------
+ */
 
 /*
  * A tar stream between a job and the client goes through a pipe: for a
@@ -676,7 +687,7 @@ struct tarpipe {
   int job_result;
   wr_error_t err;
   struct wr_tar_stats stats;
-  int job_fd; /* the job's end */
+  int job_fd;       /* the job's end */
   wr_buf_t pending; /* upload bytes not yet in the pipe */
   bool body_done;
   int body_status;
@@ -857,8 +868,7 @@ static void upload_tar_maybe_end(struct tarpipe *tp) {
   if (tp->job_result < 0)
     wr_reply_err(j->req, &tp->err);
   else if (tp->body_status < 0)
-    wr_http_reply_error(j->req, 400, "bad_request",
-                        "the upload was cut short");
+    wr_http_reply_error(j->req, 400, "bad_request", "the upload was cut short");
   else
     wr_http_reply_json(j->req, 200,
                        json_pack("{s:I,s:I,s:I,s:I}", "files",
@@ -942,8 +952,8 @@ static void tar_extract_work(struct wr_job *job) {
   struct fjob *j = tp->j;
   struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
 
-  tp->job_result = wr_tar_extract(&tc, j->path, true, tp->job_fd, &tp->stats,
-                                  &tp->err);
+  tp->job_result =
+      wr_tar_extract(&tc, j->path, true, tp->job_fd, &tp->stats, &tp->err);
   close(tp->job_fd);
   tp->job_fd = -1;
 }

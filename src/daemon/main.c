@@ -95,16 +95,36 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
 
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
-    case 'r': cfg->root = optarg; break;
-    case 's': cfg->socket_path = optarg; break;
-    case 'l': cfg->listen_addr = optarg; break;
-    case 'i': cfg->init_path = optarg; break;
-    case 'c': cfg->cgroup_mode = parse_cgroup(optarg); break;
-    case 'p': cfg->cgroup_parent = optarg; break;
-    case 'L': *level = parse_level(optarg); break;
-    case 'J': *json = true; break;
-    case 'h': fputs(usage, stdout); exit(0);
-    default: fputs("Try `warrend --help`.\n", stderr); exit(2);
+    case 'r':
+      cfg->root = optarg;
+      break;
+    case 's':
+      cfg->socket_path = optarg;
+      break;
+    case 'l':
+      cfg->listen_addr = optarg;
+      break;
+    case 'i':
+      cfg->init_path = optarg;
+      break;
+    case 'c':
+      cfg->cgroup_mode = parse_cgroup(optarg);
+      break;
+    case 'p':
+      cfg->cgroup_parent = optarg;
+      break;
+    case 'L':
+      *level = parse_level(optarg);
+      break;
+    case 'J':
+      *json = true;
+      break;
+    case 'h':
+      fputs(usage, stdout);
+      exit(0);
+    default:
+      fputs("Try `warrend --help`.\n", stderr);
+      exit(2);
     }
   }
   if (optind < argc)
@@ -144,7 +164,8 @@ int main(int argc, char **argv) {
   wr_log_init("warrend", level, json);
   if (geteuid() != 0) {
     fputs("warrend: must run as root (it creates namespaces, cgroups and "
-          "mounts)\n", stderr);
+          "mounts)\n",
+          stderr);
     return 1;
   }
   if (cfg.init_path == NULL)

@@ -46,7 +46,9 @@ void wr_proc_unref(struct wr_proc *p) {
     proc_free(p);
 }
 
-static void handle_closed(uv_handle_t *h) { wr_proc_unref(h->data); }
+static void handle_closed(uv_handle_t *h) {
+  wr_proc_unref(h->data);
+}
 
 static void close_handle(struct wr_proc *p, uv_handle_t *h) {
   h->data = p;
@@ -88,10 +90,10 @@ static struct wr_proc *find_id(struct wr_sandbox *sb, uint32_t proc_id) {
   return NULL;
 }
 
-/* ---- output to watchers --------------------------------------------------- */
+/* ---- output to watchers ---------------------------------------------------
+ */
 
-void wr_frame_send(wr_http_req_t *req, int type, const void *data,
-                   size_t len) {
+void wr_frame_send(wr_http_req_t *req, int type, const void *data, size_t len) {
   unsigned char hdr[WR_FRAME_HDR];
 
   hdr[0] = (unsigned char)type;
@@ -114,11 +116,11 @@ static void send_json_line(wr_http_req_t *req, json_t *j) {
 }
 
 /* Send a piece of output to one watcher; returns the bytes it has queued. */
-static size_t watcher_output(struct wr_watcher *w, int stream,
-                             const char *data, size_t len, uint64_t offset) {
+static size_t watcher_output(struct wr_watcher *w, int stream, const char *data,
+                             size_t len, uint64_t offset) {
   if (w->frames) {
-    wr_frame_send(w->req, stream == 2 ? WR_FRAME_STDERR : WR_FRAME_STDOUT,
-                  data, len);
+    wr_frame_send(w->req, stream == 2 ? WR_FRAME_STDERR : WR_FRAME_STDOUT, data,
+                  len);
     return wr_http_raw_write(w->req, NULL, 0);
   }
   {
@@ -375,8 +377,8 @@ static void signal_reply(void *arg, const struct wr_init_hdr *hdr,
 }
 
 void wr_proc_signal(struct wr_proc *p, int sig) {
-  struct wr_init_signal s = {.proc_id = p->proc_id, .sig = sig,
-                             .flags = WR_SIGNAL_GROUP};
+  struct wr_init_signal s = {
+      .proc_id = p->proc_id, .sig = sig, .flags = WR_SIGNAL_GROUP};
   wr_buf_t msg;
 
   if (p->proc_id == 0 || !p->running)
@@ -420,12 +422,11 @@ json_t *wr_proc_exit_json(const struct wr_proc *p) {
 }
 
 json_t *wr_proc_json(const struct wr_proc *p) {
-  json_t *j = json_pack("{s:s?,s:i,s:o,s:b,s:b,s:o,s:o,s:I}", "tag", p->tag,
-                        "pid", p->pid, "cmd", argv_json(p->argv), "tty",
-                        p->tty, "running", p->running, "started_at",
-                        time_or_null(p->started_ms), "finished_at",
-                        time_or_null(p->finished_ms), "output_bytes",
-                        (json_int_t)p->total);
+  json_t *j = json_pack(
+      "{s:s?,s:i,s:o,s:b,s:b,s:o,s:o,s:I}", "tag", p->tag, "pid", p->pid, "cmd",
+      argv_json(p->argv), "tty", p->tty, "running", p->running, "started_at",
+      time_or_null(p->started_ms), "finished_at", time_or_null(p->finished_ms),
+      "output_bytes", (json_int_t)p->total);
 
   if (p->have_status) {
     json_t *e = wr_proc_exit_json(p);
@@ -507,7 +508,8 @@ static void on_watcher_data(wr_http_req_t *req, const char *data, size_t len,
   struct wr_watcher *w = arg;
 
   if (wr_watcher_input(w, data, len) < 0) {
-    const char *e = "{\"code\":\"bad_request\",\"message\":\"malformed frame\"}";
+    const char *e =
+        "{\"code\":\"bad_request\",\"message\":\"malformed frame\"}";
     wr_frame_send(req, WR_FRAME_ERROR, e, strlen(e));
     on_watcher_abort(req, w);
   }
@@ -605,9 +607,8 @@ static void replay(struct wr_watcher *w, uint64_t from) {
   }
 }
 
-struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req,
-                            bool frames, bool interactive, bool follow,
-                            uint64_t offset) {
+struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req, bool frames,
+                            bool interactive, bool follow, uint64_t offset) {
   struct wr_watcher *w = xcalloc(1, sizeof(*w));
 
   w->p = p;
@@ -776,7 +777,8 @@ void wr_procs_free_all(struct wr_sandbox *sb) {
     wr_proc_remove(sb->procs);
 }
 
-/* ---- recovery after a daemon restart -------------------------------------- */
+/* ---- recovery after a daemon restart --------------------------------------
+ */
 
 /* Adopt one LISTED entry: a background process comes back with its output
  * fds; any other process had its pipes to the old daemon and is dropped. */

@@ -74,7 +74,9 @@ static void sandbox_free(struct wr_sandbox *sb) {
   free(sb);
 }
 
-void wr_sandbox_ref(struct wr_sandbox *sb) { sb->refs++; }
+void wr_sandbox_ref(struct wr_sandbox *sb) {
+  sb->refs++;
+}
 
 void wr_sandbox_unref(struct wr_sandbox *sb) {
   if (--sb->refs == 0 && sb->removed)
@@ -149,12 +151,11 @@ static json_t *time_json(int64_t ms) {
 }
 
 static json_t *limits_json(const struct wr_sandbox_spec *s) {
-  return json_pack("{s:o,s:o,s:o}", "memory_bytes",
-                   s->memory_bytes ? json_integer((json_int_t)s->memory_bytes)
-                                   : json_null(),
-                   "cpus", s->cpus > 0 ? json_real(s->cpus) : json_null(),
-                   "pids",
-                   s->pids ? json_integer((json_int_t)s->pids) : json_null());
+  return json_pack(
+      "{s:o,s:o,s:o}", "memory_bytes",
+      s->memory_bytes ? json_integer((json_int_t)s->memory_bytes) : json_null(),
+      "cpus", s->cpus > 0 ? json_real(s->cpus) : json_null(), "pids",
+      s->pids ? json_integer((json_int_t)s->pids) : json_null());
 }
 
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
@@ -382,13 +383,12 @@ static int check_labels(const json_t *labels, wr_error_t *err) {
 
   if (json_object_size(labels) > MAX_LABELS)
     return wr_error_setx(err, EINVAL, "at most %d labels", MAX_LABELS);
-  json_object_foreach((json_t *)labels, k, v) {
+  json_object_foreach ((json_t *)labels, k, v) {
     if (*k == '\0' || strlen(k) > 128 || strchr(k, '=') != NULL)
       return wr_error_setx(err, EINVAL, "invalid label name `%s`", k);
     if (!json_is_string(v) || json_string_length(v) > 1024)
-      return wr_error_setx(err, EINVAL,
-                          "label `%s` must be a string (at most 1024 bytes)",
-                          k);
+      return wr_error_setx(
+          err, EINVAL, "label `%s` must be a string (at most 1024 bytes)", k);
   }
   return 0;
 }
@@ -404,14 +404,15 @@ static int check_limits(struct wr_daemon *d, const struct create_req *c,
   if (c->pids < 0 || c->pids > 4194304)
     return wr_error_setx(err, EINVAL, "pids must be between 1 and 4194304");
   if (c->memory && !wr_rt_can_limit(d->rt, "memory"))
-    return wr_error_setx(err, EINVAL, "this host cannot limit memory "
-                                     "(no memory cgroup controller)");
+    return wr_error_setx(err, EINVAL,
+                         "this host cannot limit memory "
+                         "(no memory cgroup controller)");
   if (c->cpus > 0 && !wr_rt_can_limit(d->rt, "cpus"))
     return wr_error_setx(err, EINVAL,
-                        "this host cannot limit cpus (no cpu controller)");
+                         "this host cannot limit cpus (no cpu controller)");
   if (c->pids && !wr_rt_can_limit(d->rt, "pids"))
     return wr_error_setx(err, EINVAL,
-                        "this host cannot limit pids (no pids controller)");
+                         "this host cannot limit pids (no pids controller)");
   return 0;
 }
 
@@ -419,12 +420,12 @@ static int check_create(struct wr_daemon *d, const struct create_req *c,
                         wr_error_t *err) {
   if (c->name != NULL && !wr_name_valid(c->name))
     return wr_error_setx(err, EINVAL,
-                        "invalid name `%s` (use 1-63 of a-z 0-9 . _ -, "
-                        "starting with a letter or digit)",
-                        c->name);
+                         "invalid name `%s` (use 1-63 of a-z 0-9 . _ -, "
+                         "starting with a letter or digit)",
+                         c->name);
   if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL)
     return wr_error_setx(err, EEXIST, "a sandbox named `%s` already exists",
-                        c->name);
+                         c->name);
   if (c->workdir[0] != '/' || wr_path_check(c->workdir, err) < 0)
     return wr_error_setx(err, EINVAL, "workdir must be an absolute path");
   if (c->labels != NULL && check_labels(c->labels, err) < 0)
@@ -432,9 +433,8 @@ static int check_create(struct wr_daemon *d, const struct create_req *c,
   return check_limits(d, c, err);
 }
 
-static struct wr_sandbox *sandbox_new(struct wr_daemon *d,
-                                      const struct create_req *c,
-                                      wr_error_t *err) {
+static struct wr_sandbox *
+sandbox_new(struct wr_daemon *d, const struct create_req *c, wr_error_t *err) {
   struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
 
   sb->d = d;
@@ -472,9 +472,13 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
                           wr_error_t *err) {
   _cleanup_free_ char *spec = spec_to_json(&sb->spec);
   struct wr_sandbox_rec rec = {
-      .id = sb->id, .name = sb->name, .image = sb->image,
-      .state = "creating", .spec_json = spec,
-      .created_ms = sb->created_ms, .updated_ms = sb->updated_ms,
+      .id = sb->id,
+      .name = sb->name,
+      .image = sb->image,
+      .state = "creating",
+      .spec_json = spec,
+      .created_ms = sb->created_ms,
+      .updated_ms = sb->updated_ms,
   };
 
   if (wr_store_sandbox_free_slot(d->store, &sb->slot, err) < 0)
@@ -503,8 +507,8 @@ static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
 
 void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
-  struct create_req c = {.image = d->cfg.default_image, .workdir = "/",
-                         .start = true};
+  struct create_req c = {
+      .image = d->cfg.default_image, .workdir = "/", .start = true};
   struct wr_json_field f[] = {
       {"name", WR_JSON_STRING, &c.name, false, NULL},
       {"image", WR_JSON_STRING, &c.image, false, NULL},
@@ -577,8 +581,8 @@ void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
     return;
   }
   wr_procs_free_all(sb); /* the processes of the last run are history */
-  wr_job_queue(sb->d, &sb_job_new(sb, req, "starting", start_work,
-                                  start_done)->job);
+  wr_job_queue(sb->d,
+               &sb_job_new(sb, req, "starting", start_work, start_done)->job);
 }
 
 /* ---- stop and exit ------------------------------------------------------ */
@@ -754,8 +758,8 @@ static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen) {
     return;
   }
   if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED) {
-    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is %s",
-                        sb->name, state_names[sb->state]);
+    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is %s", sb->name,
+                        state_names[sb->state]);
     return;
   }
   j = sb_job_new(sb, req, frozen ? "pausing" : "resuming", freeze_work,
@@ -803,8 +807,8 @@ static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
     close(sb->rootfd);
     sb->rootfd = -1;
   }
-  wr_job_queue(sb->d, &sb_job_new(sb, req, "removing", remove_work,
-                                  remove_done)->job);
+  wr_job_queue(sb->d,
+               &sb_job_new(sb, req, "removing", remove_work, remove_done)->job);
 }
 
 void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx) {
@@ -894,8 +898,8 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
   sb->error = rec->error ? xstrdup(rec->error) : NULL;
   sb->created_ms = rec->created_ms;
   sb->updated_ms = rec->updated_ms;
-  if (spec_from_json(rec->spec_json ? rec->spec_json : "{}", &sb->spec,
-                     err) < 0) {
+  if (spec_from_json(rec->spec_json ? rec->spec_json : "{}", &sb->spec, err) <
+      0) {
     sandbox_free(sb);
     return NULL;
   }

@@ -9,8 +9,7 @@
 
 #define MAX_DB_BYTES (4u << 20)
 
-static int read_db(int rootfd, const char *path, char **out,
-                   wr_error_t *err) {
+static int read_db(int rootfd, const char *path, char **out, wr_error_t *err) {
   _cleanup_close_ int fd = wr_open_in_root(rootfd, path, O_RDONLY, 0, NULL);
   wr_buf_t b;
   char chunk[8192];
@@ -134,8 +133,7 @@ static bool find_group_gid(const char *db, const char *name, uint32_t *gid) {
 /* The ":GROUP" part of a user spec, a gid or a group name (as docker's
  * --user takes it). */
 static int apply_group(const char *group_db, const char *group,
-                       const char *spec, struct wr_user *u,
-                       wr_error_t *err) {
+                       const char *spec, struct wr_user *u, wr_error_t *err) {
   if (parse_id(group, &u->gid) || find_group_gid(group_db, group, &u->gid))
     return 0;
   return wr_error_setx(err, EINVAL, "no group `%s` in the sandbox (in `%s`)",
@@ -148,8 +146,7 @@ static int find_user(char *passwd, const char *name, const char *spec,
   uint32_t uid = 0;
   bool numeric = parse_id(name, &uid);
 
-  if (passwd != NULL &&
-      find_passwd(passwd, numeric ? NULL : name, uid, u))
+  if (passwd != NULL && find_passwd(passwd, numeric ? NULL : name, uid, u))
     return 0;
   if (strcmp(name, "root") == 0)
     root_user(u);

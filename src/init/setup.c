@@ -327,8 +327,8 @@ static int load_seccomp(int fd, wr_error_t *err) {
   if (fstat(prog_fd, &st) < 0)
     return wr_error_set(err, errno, "seccomp fd");
   size = (size_t)st.st_size;
-  if (st.st_size <= 0 || size > 4 * (MAX_FILTER_INSNS + 1) *
-                                   sizeof(struct sock_filter))
+  if (st.st_size <= 0 ||
+      size > 4 * (MAX_FILTER_INSNS + 1) * sizeof(struct sock_filter))
     return wr_error_set(err, 0, "seccomp programs of %lld bytes",
                         (long long)st.st_size);
   data = xmalloc(size);

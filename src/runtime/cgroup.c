@@ -74,9 +74,8 @@ static int init_v1(struct wr_cgroup *cg, wr_error_t *err) {
   return 0;
 }
 
-int wr_cgroup_init(struct wr_cgroup *cg, int force_version,
-                   const char *parent, const char *v2_mount,
-                   wr_error_t *err) {
+int wr_cgroup_init(struct wr_cgroup *cg, int force_version, const char *parent,
+                   const char *v2_mount, wr_error_t *err) {
   int r;
 
   memset(cg, 0, sizeof(*cg));

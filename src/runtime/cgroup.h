@@ -65,8 +65,8 @@ extern const struct wr_cgroup_ops wr_cgroup_v1_ops;
 extern const struct wr_cgroup_ops wr_cgroup_v2_ops;
 
 /* Detect (or force) the layout and make sure the parent cgroups exist. */
-int wr_cgroup_init(struct wr_cgroup *cg, int force_version,
-                   const char *parent, const char *v2_mount, wr_error_t *err);
+int wr_cgroup_init(struct wr_cgroup *cg, int force_version, const char *parent,
+                   const char *v2_mount, wr_error_t *err);
 void wr_cgroup_fini(struct wr_cgroup *cg);
 
 /* Helpers shared by the two implementations. */

@@ -36,12 +36,12 @@ static void enable_controllers(struct wr_cgroup *cg, const char *parent) {
   static const struct {
     int ctrl;
     const char *name;
-  } ctrls[] = {{WR_CG_MEMORY, "memory"}, {WR_CG_PIDS, "pids"},
-               {WR_CG_CPU, "cpu"}};
+  } ctrls[] = {
+      {WR_CG_MEMORY, "memory"}, {WR_CG_PIDS, "pids"}, {WR_CG_CPU, "cpu"}};
   char have[512];
 
-  if (wr_cgroup_read(cg->v2_mount, "cgroup.controllers", have,
-                     sizeof(have)) < 0)
+  if (wr_cgroup_read(cg->v2_mount, "cgroup.controllers", have, sizeof(have)) <
+      0)
     have[0] = '\0';
   for (size_t i = 0; i < WR_ARRAY_SIZE(ctrls); i++) {
     _cleanup_free_ char *plus = xasprintf("+%s", ctrls[i].name);
@@ -129,8 +129,8 @@ static int wait_events(const char *dir, const char *key, const char *want,
                      : wr_error_set(err, ENOENT, "cgroup `%s` is gone", dir);
     nanosleep(&pause, NULL);
   }
-  return wr_error_set(err, ETIMEDOUT, "cgroup `%s`: %s did not become %s",
-                      dir, key, want);
+  return wr_error_set(err, ETIMEDOUT, "cgroup `%s`: %s did not become %s", dir,
+                      key, want);
 }
 
 static int v2_freeze(const struct wr_cgroup *cg, const char *id, bool frozen,

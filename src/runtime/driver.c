@@ -36,8 +36,8 @@ static int load_init(const char *path, wr_error_t *err) {
   if (fd < 0)
     return wr_error_set(err, errno, "memfd_create");
   if (wr_write_all(fd, data, len, err) < 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE |
-                                 F_SEAL_SEAL) < 0) {
+      fcntl(fd, F_ADD_SEALS,
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
     int e = errno;
     close(fd);
     return wr_error_set(err, e, "seal warren-init");
@@ -58,8 +58,8 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
       (rt->init_memfd = load_init(cfg->init_path, err)) < 0 ||
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
-      wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent,
-                     cfg->cgroup_v2_mount, err) < 0) {
+      wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
+                     err) < 0) {
     wr_rt_free(rt);
     return -1;
   }
@@ -312,8 +312,7 @@ static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
       rt->cg.ops->create(&rt->cg, s->id, &lim, err) < 0)
     return -1;
   f->cgroup_dir = rt->cg.ops->open_dir(&rt->cg, s->id);
-  return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups,
-                                err);
+  return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups, err);
 }
 
 static void fail_start(struct wr_runtime *rt, const char *id, int pidfd) {
@@ -331,9 +330,13 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);
   struct start_fds f = {.log = -1, .seccomp = -1, .cgroup_dir = -1};
   struct wr_spawn_args a = {
-      .rootfs = NULL, .ctl_path = ctl, .hostname = spec->hostname,
-      .id_base = wr_rt_id_base(spec->slot), .init_memfd = rt->init_memfd,
-      .nofile = spec->nofile ? spec->nofile : 65536, .nproc = 0,
+      .rootfs = NULL,
+      .ctl_path = ctl,
+      .hostname = spec->hostname,
+      .id_base = wr_rt_id_base(spec->slot),
+      .init_memfd = rt->init_memfd,
+      .nofile = spec->nofile ? spec->nofile : 65536,
+      .nproc = 0,
   };
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   int r, pidfd = -1;

@@ -26,8 +26,8 @@ static int idmapped_image(const char *image_dir, int userns_fd,
                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (fd < 0)
     return wr_error_set(err, errno, "open_tree `%s`", image_dir);
-  if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr,
-              sizeof(attr)) < 0) {
+  if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) <
+      0) {
     int e = errno;
     close(fd);
     return wr_error_set(err, e, "id-map `%s`", image_dir);

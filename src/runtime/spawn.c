@@ -142,15 +142,13 @@ static void lift_fds(struct child_ctx *c, int report_fd, int joined_fd) {
   c->sec = fcntl(c->a->seccomp_fd, F_DUPFD_CLOEXEC, 64);
   c->uns = fcntl(c->a->userns_fd, F_DUPFD_CLOEXEC, 64);
   c->exe = fcntl(c->a->init_memfd, F_DUPFD_CLOEXEC, 64);
-  if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0 ||
-      c->joined_fd < 0)
+  if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0 || c->joined_fd < 0)
     child_fail(c, "dup fds");
 }
 
-static void mknod_dev(const struct child_ctx *c, const char *name,
-                      unsigned maj, unsigned min) {
-  CHECK(c, mknodat(AT_FDCWD, name, S_IFCHR | 0666, makedev(maj, min)),
-        name);
+static void mknod_dev(const struct child_ctx *c, const char *name, unsigned maj,
+                      unsigned min) {
+  CHECK(c, mknodat(AT_FDCWD, name, S_IFCHR | 0666, makedev(maj, min)), name);
   CHECK(c, chmod(name, 0666), name);
   CHECK(c, lchown(name, c->a->id_base, c->a->id_base), name);
 }
@@ -158,13 +156,13 @@ static void mknod_dev(const struct child_ctx *c, const char *name,
 /* A minimal /dev: the safe character devices, a private devpts, shm. */
 static void setup_dev(const struct child_ctx *c) {
   static const char *const links[][2] = {
-      {"/proc/self/fd", "dev/fd"},     {"/proc/self/fd/0", "dev/stdin"},
+      {"/proc/self/fd", "dev/fd"},       {"/proc/self/fd/0", "dev/stdin"},
       {"/proc/self/fd/1", "dev/stdout"}, {"/proc/self/fd/2", "dev/stderr"},
       {"pts/ptmx", "dev/ptmx"},
   };
 
-  CHECK(c, mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
-                 c->dev_opts), "mount /dev");
+  CHECK(c, mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, c->dev_opts),
+        "mount /dev");
   mknod_dev(c, "dev/null", 1, 3);
   mknod_dev(c, "dev/zero", 1, 5);
   mknod_dev(c, "dev/full", 1, 7);
@@ -175,19 +173,21 @@ static void setup_dev(const struct child_ctx *c) {
     CHECK(c, symlink(links[i][0], links[i][1]), links[i][1]);
   CHECK(c, mkdir("dev/pts", 0755), "mkdir /dev/pts");
   CHECK(c, mkdir("dev/shm", 01777), "mkdir /dev/shm");
-  CHECK(c, mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                 c->pts_opts), "mount devpts");
-  CHECK(c, mount("shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-                 c->shm_opts), "mount /dev/shm");
+  CHECK(
+      c,
+      mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, c->pts_opts),
+      "mount devpts");
+  CHECK(c, mount("shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, c->shm_opts),
+        "mount /dev/shm");
 }
 
-static void bind_ro(const struct child_ctx *c, const char *src,
-                    const char *dst, unsigned long extra) {
+static void bind_ro(const struct child_ctx *c, const char *src, const char *dst,
+                    unsigned long extra) {
   CHECK(c, mount(src, dst, NULL, MS_BIND | MS_REC, NULL), dst);
-  CHECK(c, mount(NULL, dst, NULL,
-                 MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV |
-                     extra,
-                 NULL),
+  CHECK(c,
+        mount(NULL, dst, NULL,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
+              NULL),
         dst);
 }
 
@@ -195,24 +195,27 @@ static void bind_ro(const struct child_ctx *c, const char *src,
  * the host hidden (kernel memory, keys, timers) or read-only (sysctls,
  * irqs, sysrq). Entries missing on this kernel are skipped. */
 static void setup_proc(const struct child_ctx *c) {
-  static const char *const hidden[] = {
-      "proc/kcore", "proc/keys", "proc/timer_list", "proc/sched_debug",
-      "proc/latency_stats", "proc/kallsyms", "proc/kpagecount",
-      "proc/kpageflags", "proc/kpagecgroup", "proc/config.gz"};
-  static const char *const empty[] = {"proc/acpi", "proc/scsi",
-                                      "proc/driver"};
+  static const char *const hidden[] = {"proc/kcore",         "proc/keys",
+                                       "proc/timer_list",    "proc/sched_debug",
+                                       "proc/latency_stats", "proc/kallsyms",
+                                       "proc/kpagecount",    "proc/kpageflags",
+                                       "proc/kpagecgroup",   "proc/config.gz"};
+  static const char *const empty[] = {"proc/acpi", "proc/scsi", "proc/driver"};
   static const char *const ro[] = {"proc/sys", "proc/irq", "proc/bus",
                                    "proc/fs", "proc/sysrq-trigger"};
 
-  CHECK(c, mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                 NULL), "mount /proc");
+  CHECK(c,
+        mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+        "mount /proc");
   for (size_t i = 0; i < WR_ARRAY_SIZE(hidden); i++)
     if (access(hidden[i], F_OK) == 0)
       CHECK(c, mount("dev/null", hidden[i], NULL, MS_BIND, NULL), hidden[i]);
   for (size_t i = 0; i < WR_ARRAY_SIZE(empty); i++)
     if (access(empty[i], F_OK) == 0)
-      CHECK(c, mount("tmpfs", empty[i], "tmpfs", MS_RDONLY | MS_NOSUID |
-                     MS_NODEV | MS_NOEXEC, "size=0"), empty[i]);
+      CHECK(c,
+            mount("tmpfs", empty[i], "tmpfs",
+                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0"),
+            empty[i]);
   for (size_t i = 0; i < WR_ARRAY_SIZE(ro); i++)
     if (access(ro[i], F_OK) == 0)
       bind_ro(c, ro[i], ro[i], MS_NOEXEC);
@@ -258,8 +261,7 @@ static _Noreturn void child_main(struct child_ctx *c, int report_fd,
   sigprocmask(SIG_SETMASK, &all, NULL);
   lift_fds(c, report_fd, joined_fd);
   setup_net(c);
-  CHECK(c, sethostname(c->a->hostname, strlen(c->a->hostname)),
-        "sethostname");
+  CHECK(c, sethostname(c->a->hostname, strlen(c->a->hostname)), "sethostname");
   bind_ctl(c);
   setup_root(c);
   enter_cgroups(c);
@@ -280,8 +282,7 @@ static void prepare_ctx(struct child_ctx *c, const struct wr_spawn_args *a) {
            "newinstance,ptmxmode=0666,mode=0620,gid=%u", a->id_base + 5);
   snprintf(c->shm_opts, sizeof(c->shm_opts), "mode=1777,uid=%u,gid=%u",
            a->id_base, a->id_base);
-  snprintf(c->nofile, sizeof(c->nofile), "%llu",
-           (unsigned long long)a->nofile);
+  snprintf(c->nofile, sizeof(c->nofile), "%llu", (unsigned long long)a->nofile);
   snprintf(c->nproc, sizeof(c->nproc), "%llu", (unsigned long long)a->nproc);
   c->argv[n++] = "warren-init";
   c->argv[n++] = "--ctl-fd";

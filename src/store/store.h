@@ -21,8 +21,8 @@ typedef struct wr_store wr_store_t;
 
 /* A sandbox as stored. Strings are owned by the record. */
 struct wr_sandbox_rec {
-  char *id;        /* "sb-3f9k2a" */
-  char *name;      /* unique */
+  char *id;   /* "sb-3f9k2a" */
+  char *name; /* unique */
   char *image;
   char *state;     /* "creating", "running", "paused", "stopped", "error" */
   char *spec_json; /* the creation spec as JSON (limits, env, labels...) */
@@ -30,13 +30,13 @@ struct wr_sandbox_rec {
   uint32_t slot;   /* uid/gid range slot, unique among sandboxes */
   int64_t created_ms;
   int64_t updated_ms;
-  int32_t init_pid;       /* host pid of warren-init, 0 when none */
-  uint64_t init_start;    /* its start time (clock ticks, /proc/PID/stat) */
+  int32_t init_pid;    /* host pid of warren-init, 0 when none */
+  uint64_t init_start; /* its start time (clock ticks, /proc/PID/stat) */
 };
 
 struct wr_image_rec {
   char *name;
-  char *state; /* "building", "ready", "error" */
+  char *state;         /* "building", "ready", "error" */
   char *packages_json; /* JSON array of the packages asked for */
   char *suite;
   uint64_t size_bytes;
@@ -70,8 +70,7 @@ int wr_store_sandbox_set_init(wr_store_t *st, const char *id, int32_t pid,
                               uint64_t start, wr_error_t *err);
 int wr_store_sandbox_delete(wr_store_t *st, const char *id, wr_error_t *err);
 /* The smallest slot >= 1 not used by any sandbox. */
-int wr_store_sandbox_free_slot(wr_store_t *st, uint32_t *slot,
-                               wr_error_t *err);
+int wr_store_sandbox_free_slot(wr_store_t *st, uint32_t *slot, wr_error_t *err);
 void wr_sandbox_rec_free(struct wr_sandbox_rec *rec);
 void wr_sandbox_recs_free(struct wr_sandbox_rec *recs, size_t n);
 

@@ -33,23 +33,40 @@
 
 static const char *errname(int e) {
   switch (e) {
-  case EPERM: return "EPERM";
-  case EACCES: return "EACCES";
-  case ENOSYS: return "ENOSYS";
-  case EINVAL: return "EINVAL";
-  case ENETUNREACH: return "ENETUNREACH";
-  case ECONNREFUSED: return "ECONNREFUSED";
-  case ETIMEDOUT: return "ETIMEDOUT";
-  case ESRCH: return "ESRCH";
-  case ENOENT: return "ENOENT";
-  case EROFS: return "EROFS";
-  case EAGAIN: return "EAGAIN";
-  case ENOMEM: return "ENOMEM";
-  case EHOSTUNREACH: return "EHOSTUNREACH";
-  case EBADF: return "EBADF";
-  case EEXIST: return "EEXIST";
-  case EOPNOTSUPP: return "EOPNOTSUPP";
-  default: return "EOTHER";
+  case EPERM:
+    return "EPERM";
+  case EACCES:
+    return "EACCES";
+  case ENOSYS:
+    return "ENOSYS";
+  case EINVAL:
+    return "EINVAL";
+  case ENETUNREACH:
+    return "ENETUNREACH";
+  case ECONNREFUSED:
+    return "ECONNREFUSED";
+  case ETIMEDOUT:
+    return "ETIMEDOUT";
+  case ESRCH:
+    return "ESRCH";
+  case ENOENT:
+    return "ENOENT";
+  case EROFS:
+    return "EROFS";
+  case EAGAIN:
+    return "EAGAIN";
+  case ENOMEM:
+    return "ENOMEM";
+  case EHOSTUNREACH:
+    return "EHOSTUNREACH";
+  case EBADF:
+    return "EBADF";
+  case EEXIST:
+    return "EEXIST";
+  case EOPNOTSUPP:
+    return "EOPNOTSUPP";
+  default:
+    return "EOTHER";
   }
 }
 
@@ -75,9 +92,15 @@ static int in_child(int (*fn)(void)) {
   return WIFEXITED(status) ? 0 : (errno = EINTR, -1);
 }
 
-static int try_unshare_user(void) { return unshare(CLONE_NEWUSER); }
-static int try_unshare_mnt(void) { return unshare(CLONE_NEWNS); }
-static int try_unshare_net(void) { return unshare(CLONE_NEWNET); }
+static int try_unshare_user(void) {
+  return unshare(CLONE_NEWUSER);
+}
+static int try_unshare_mnt(void) {
+  return unshare(CLONE_NEWNS);
+}
+static int try_unshare_net(void) {
+  return unshare(CLONE_NEWNET);
+}
 
 static int setns_self_net(void) {
   int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -126,14 +149,14 @@ static void syscalls(void) {
   report("ptrace_init", ptrace(PTRACE_ATTACH, 1, 0, 0));
   report("sethostname", sethostname("x", 1));
   report("init_module", syscall(SYS_init_module, NULL, 0, ""));
-  report("reboot", syscall(SYS_reboot, 0xfee1dead, 672274793, 0x4321fedc,
-                           NULL));
+  report("reboot",
+         syscall(SYS_reboot, 0xfee1dead, 672274793, 0x4321fedc, NULL));
   report("userfaultfd", syscall(SYS_userfaultfd, 0));
   report("io_uring_setup", syscall(425, 1, NULL));
   report("clone3", syscall(435, NULL, 0));
   report("setns_net", setns_self_net());
-  report("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, NULL,
-                                      O_RDONLY));
+  report("open_by_handle_at",
+         syscall(SYS_open_by_handle_at, AT_FDCWD, NULL, O_RDONLY));
   report("perf_event_open", syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
   report("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
   report("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
@@ -143,10 +166,9 @@ static void syscalls(void) {
   report("pidfd_getfd", pidfd_getfd_init());
   report("swapon", syscall(SYS_swapon, "/dev/null", 0));
   report("clock_settime", clock_settime_now());
-  report("syslog", syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL,
-                           0));
-  report("mknod_block", mknod("/dev/probe-sda", S_IFBLK | 0600,
-                              makedev(8, 0)));
+  report("syslog",
+         syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0));
+  report("mknod_block", mknod("/dev/probe-sda", S_IFBLK | 0600, makedev(8, 0)));
   report("kill_init", kill(1, SIGKILL));
 }
 

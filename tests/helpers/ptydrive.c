@@ -44,7 +44,7 @@ struct drive {
   size_t len, cap;
   size_t cursor; /* where the next `wait` starts looking */
   bool exited;
-  int status; /* shell-style: code, or 128+signal */
+  int status;   /* shell-style: code, or 128+signal */
   bool checked; /* an `exit` step passed */
 };
 
@@ -123,16 +123,24 @@ static size_t unescape(char *s) {
     }
     p++;
     switch (*p) {
-    case 'r': *out++ = '\r'; break;
-    case 'n': *out++ = '\n'; break;
-    case 't': *out++ = '\t'; break;
+    case 'r':
+      *out++ = '\r';
+      break;
+    case 'n':
+      *out++ = '\n';
+      break;
+    case 't':
+      *out++ = '\t';
+      break;
     case 'x': {
       char hex[3] = {p[1], p[1] ? p[2] : 0, 0};
       *out++ = (char)strtol(hex, NULL, 16);
       p += 2;
       break;
     }
-    default: *out++ = *p; break;
+    default:
+      *out++ = *p;
+      break;
     }
   }
   return (size_t)(out - s);
@@ -201,15 +209,13 @@ static void step_exit(struct drive *d, const char *arg) {
       break;
     }
     if (now_ms() > deadline) {
-      fprintf(stderr, "ptydrive: the command did not exit within %d s\n",
-              secs);
+      fprintf(stderr, "ptydrive: the command did not exit within %d s\n", secs);
       exit(1);
     }
     pump(d, 50);
   }
   if (d->status != want) {
-    fprintf(stderr, "ptydrive: exit status %d, expected %d\n", d->status,
-            want);
+    fprintf(stderr, "ptydrive: exit status %d, expected %d\n", d->status, want);
     exit(1);
   }
   d->checked = true;

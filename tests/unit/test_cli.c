@@ -613,8 +613,7 @@ static void test_base64(void **state) {
 
   for (size_t i = 0; i < WR_ARRAY_SIZE(ok); i++) {
     wr_buf_t b = {0};
-    assert_int_equal(wr_base64_decode(ok[i].in, strlen(ok[i].in), &b, &err),
-                     0);
+    assert_int_equal(wr_base64_decode(ok[i].in, strlen(ok[i].in), &b, &err), 0);
     assert_int_equal(b.len, strlen(ok[i].out));
     if (b.len > 0)
       assert_memory_equal(b.data, ok[i].out, b.len);

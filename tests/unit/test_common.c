@@ -18,8 +18,8 @@ static void test_error_wrap(void **state) {
   assert_int_equal(err.code, ENOENT);
   assert_string_equal(err.msg, "open `/x`: No such file or directory");
   wr_error_wrap(&err, "create sandbox `%s`", "a");
-  assert_string_equal(err.msg,
-                      "create sandbox `a`: open `/x`: No such file or directory");
+  assert_string_equal(
+      err.msg, "create sandbox `a`: open `/x`: No such file or directory");
 }
 
 static void test_parse_size(void **state) {
@@ -122,35 +122,45 @@ static void test_json_unpack(void **state) {
   };
   (void)state;
 
-  assert_int_equal(wr_json_parse_object("{\"name\":\"a\",\"memory\":\"1g\"}", strlen("{\"name\":\"a\",\"memory\":\"1g\"}"), false, &j, &err),
-                   0);
+  assert_int_equal(
+      wr_json_parse_object("{\"name\":\"a\",\"memory\":\"1g\"}",
+                           strlen("{\"name\":\"a\",\"memory\":\"1g\"}"), false,
+                           &j, &err),
+      0);
   assert_int_equal(wr_json_unpack(j, fields, 3, &err), 0);
   assert_string_equal(name, "a");
   assert_true(present);
   assert_int_equal(mem, 1ULL << 30);
   json_decref(j);
 
-  assert_int_equal(wr_json_parse_object("{\"nam\":1}", strlen("{\"nam\":1}"), false, &j, &err), 0);
+  assert_int_equal(wr_json_parse_object("{\"nam\":1}", strlen("{\"nam\":1}"),
+                                        false, &j, &err),
+                   0);
   assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
   assert_string_equal(err.msg, "unknown field `nam`");
   json_decref(j);
 
-  assert_int_equal(wr_json_parse_object("{\"name\":1}", strlen("{\"name\":1}"), false, &j, &err),
+  assert_int_equal(wr_json_parse_object("{\"name\":1}", strlen("{\"name\":1}"),
+                                        false, &j, &err),
                    0);
   assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
   assert_string_equal(err.msg, "field `name` must be a string");
   json_decref(j);
 
-  assert_int_equal(wr_json_parse_object("{\"pids\":1}", strlen("{\"pids\":1}"), false, &j, &err),
+  assert_int_equal(wr_json_parse_object("{\"pids\":1}", strlen("{\"pids\":1}"),
+                                        false, &j, &err),
                    0);
   assert_int_equal(wr_json_unpack(j, fields, 3, &err), -1);
   assert_string_equal(err.msg, "missing field `name`");
   json_decref(j);
 
-  assert_int_equal(wr_json_parse_object("{\"a\":", strlen("{\"a\":"), false, &j, &err), -1);
+  assert_int_equal(
+      wr_json_parse_object("{\"a\":", strlen("{\"a\":"), false, &j, &err), -1);
   assert_non_null(strstr(err.msg, "line 1"));
-  assert_int_equal(wr_json_parse_object("[1]", strlen("[1]"), false, &j, &err), -1);
-  assert_int_equal(wr_json_parse_object("{\"a\":1,\"a\":2}", strlen("{\"a\":1,\"a\":2}"), false, &j,
+  assert_int_equal(wr_json_parse_object("[1]", strlen("[1]"), false, &j, &err),
+                   -1);
+  assert_int_equal(wr_json_parse_object("{\"a\":1,\"a\":2}",
+                                        strlen("{\"a\":1,\"a\":2}"), false, &j,
                                         &err),
                    -1);
 }
@@ -171,8 +181,7 @@ static void test_open_in_root(void **state) {
   assert_int_equal(mkdir(inside, 0755), 0);
   root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   assert_true(root >= 0);
-  assert_int_equal(wr_write_file_at(root, "etc/hostname", "inside\n", 7,
-                                    &err),
+  assert_int_equal(wr_write_file_at(root, "etc/hostname", "inside\n", 7, &err),
                    0);
   assert_int_equal(symlinkat("/etc", root, "abs"), 0);
   assert_int_equal(symlinkat("../../../../etc", root, "rel"), 0);
@@ -220,10 +229,14 @@ static void test_rm_rf_deep(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_error_wrap),   cmocka_unit_test(test_parse_size),
-      cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_names),
-      cmocka_unit_test(test_signals),      cmocka_unit_test(test_ring),
-      cmocka_unit_test(test_json_unpack),  cmocka_unit_test(test_open_in_root),
+      cmocka_unit_test(test_error_wrap),
+      cmocka_unit_test(test_parse_size),
+      cmocka_unit_test(test_parse_duration),
+      cmocka_unit_test(test_names),
+      cmocka_unit_test(test_signals),
+      cmocka_unit_test(test_ring),
+      cmocka_unit_test(test_json_unpack),
+      cmocka_unit_test(test_open_in_root),
       cmocka_unit_test(test_rm_rf_deep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,7 +61,8 @@ static size_t read_doc_ops(struct op *ops) {
     if (strncmp(line, "  /", 3) == 0 && line[strlen(line) - 1] == ':') {
       snprintf(current, sizeof(current), "%.*s", (int)strlen(line) - 3,
                line + 2);
-    } else if (strncmp(line, "    ", 4) == 0 && islower((unsigned char)line[4]) &&
+    } else if (strncmp(line, "    ", 4) == 0 &&
+               islower((unsigned char)line[4]) &&
                line[strlen(line) - 1] == ':' && current[0] != '\0') {
       char m[16];
       snprintf(m, sizeof(m), "%.*s", (int)strlen(line) - 5, line + 4);
