@@ -147,8 +147,7 @@ test_not_found_and_method() {
   expect_error 405 method_not_allowed DELETE /v1/info
   json_post /v1/sandboxes '{"name":"api-x","image":"no-such-image"}'
   assert_eq 404 "$API_STATUS" "create from a missing image"
-  # BUG: the code is "not_found"; docs/api-contract.md promises
-  # "image_not_found" (POST /v1/sandboxes: 404 image_not_found).
+  # docs/api.yaml: POST /v1/sandboxes answers 404 image_not_found.
   assert_api_error "$API_BODY" image_not_found
 }
 
@@ -156,8 +155,7 @@ test_name_clash_is_409() {
   new_sandbox api-clash
   json_post /v1/sandboxes '{"name":"api-clash"}'
   assert_eq 409 "$API_STATUS" "name clash ($API_BODY)"
-  # BUG: the daemon answers code "conflict" (wr_reply_err's EEXIST);
-  # docs/api-contract.md promises "name_conflict" for this case.
+  # docs/api.yaml: a name clash is 409 name_conflict.
   assert_api_error "$API_BODY" name_conflict "name clash"
 }
 
