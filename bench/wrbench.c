@@ -277,8 +277,9 @@ static void bench_mass(const struct opts *o, wr_http_client_t *c) {
     rm_errors += destroy(c, name) < 0;
   }
   rm_ms = ms_since(t0);
-  printf("%-34s %8.0f ms total, %.2f ms each, %d errors\n", "create (running)",
-         create_ms, create_ms / o->mass, errors);
+  printf("%-34s %8.0f ms total, %.2f ms each, %d errors, %d running at once\n",
+         "create (running)", create_ms, create_ms / o->mass, errors,
+         o->mass - errors);
   printf("%-34s %8.0f ms total, %.2f ms each, %d errors\n", "remove (-f)",
          rm_ms, rm_ms / o->mass, rm_errors);
 }

@@ -173,6 +173,46 @@ void wr_http_raw_close(wr_http_req_t *req);
  * the abort callback runs first, then on_close. A request that asked to
  * upgrade and is answered otherwise closes the connection after it. */
 
+/* ---- the "warren-exec" frame protocol (frames.c) ------------------------ */
+
+enum wr_frame_type {
+  WR_FRAME_STDIN = 0,     /* client -> server: bytes for stdin */
+  WR_FRAME_STDIN_EOF = 1, /* client -> server: close stdin */
+  WR_FRAME_RESIZE = 2,    /* client -> server: rows, cols (2+2 bytes BE) */
+  WR_FRAME_SIGNAL = 3,    /* client -> server: a signal name */
+  WR_FRAME_STARTED = 10,  /* server -> client: {"pid":N} */
+  WR_FRAME_STDOUT = 11,
+  WR_FRAME_STDERR = 12,
+  WR_FRAME_EXIT = 13,  /* server -> client: the exit object */
+  WR_FRAME_ERROR = 14, /* server -> client: {"code","message"}; the end */
+};
+
+#define WR_FRAME_HDR 5
+
+struct wr_frame {
+  uint8_t type;
+  const char *data; /* valid until the next feed/next call */
+  uint32_t len;
+};
+
+struct wr_frame_decoder {
+  wr_buf_t buf;
+  size_t pos;   /* start of the first undecoded byte in buf */
+  uint32_t max; /* largest payload accepted from the peer */
+};
+
+/* Append one frame to out. */
+void wr_frame_encode(wr_buf_t *out, uint8_t type, const void *payload,
+                     size_t len);
+void wr_frame_encode_resize(wr_buf_t *out, uint16_t rows, uint16_t cols);
+void wr_frame_decoder_init(struct wr_frame_decoder *d, uint32_t max);
+void wr_frame_decoder_free(struct wr_frame_decoder *d);
+void wr_frame_feed(struct wr_frame_decoder *d, const void *data, size_t len);
+/* 1 with *f filled, 0 when more bytes are needed, -1 for an oversized
+ * frame (err filled). */
+int wr_frame_next(struct wr_frame_decoder *d, struct wr_frame *f,
+                  wr_error_t *err);
+
 /* ---- the blocking client (CLI, tests, benchmarks) ---------------------- */
 
 /*

@@ -277,46 +277,10 @@ const char *wr_cli_jstr(const json_t *obj, const char *key);
 int64_t wr_cli_jint(const json_t *obj, const char *key);
 bool wr_cli_jbool(const json_t *obj, const char *key);
 
-/* ---- the warren-exec frame protocol (frames.c) --------------------------- */
-
-enum wr_cli_frame_type {
-  WR_FRAME_STDIN = 0,
-  WR_FRAME_STDIN_EOF = 1,
-  WR_FRAME_RESIZE = 2,
-  WR_FRAME_SIGNAL = 3,
-  WR_FRAME_STARTED = 10,
-  WR_FRAME_STDOUT = 11,
-  WR_FRAME_STDERR = 12,
-  WR_FRAME_EXIT = 13,
-  WR_FRAME_ERROR = 14,
-};
-
-#define WR_FRAME_HEADER_SIZE 5
+/* The largest frame the CLI accepts from warrend. */
 #define WR_FRAME_MAX_PAYLOAD (16u << 20)
 
-struct wr_cli_frame {
-  uint8_t type;
-  const char *data; /* valid until the next feed/next call */
-  uint32_t len;
-};
-
-struct wr_cli_frame_decoder {
-  wr_buf_t buf;
-  size_t pos; /* start of the first undecoded byte in buf */
-};
-
-/* Append one frame (type, 4-byte big-endian length, payload) to out. */
-void wr_cli_frame_encode(wr_buf_t *out, uint8_t type, const void *payload,
-                         size_t len);
-void wr_cli_frame_encode_resize(wr_buf_t *out, uint16_t rows, uint16_t cols);
-void wr_cli_frame_decoder_init(struct wr_cli_frame_decoder *d);
-void wr_cli_frame_decoder_free(struct wr_cli_frame_decoder *d);
-void wr_cli_frame_feed(struct wr_cli_frame_decoder *d, const void *data,
-                       size_t len);
-/* 1 with *f filled, 0 when more bytes are needed, -1 for an oversized
- * frame (err filled). */
-int wr_cli_frame_next(struct wr_cli_frame_decoder *d, struct wr_cli_frame *f,
-                      wr_error_t *err);
+/* ---- detach keys (frames.c) ---------------------------------------------- */
 
 /*
  * The detach sequence Ctrl-P Ctrl-Q, recognised in typed input. A Ctrl-P

@@ -30,14 +30,14 @@ struct stream {
   int in_fd; /* -1 when stdin is not (or no longer) forwarded */
   int sig_fd;
   wr_buf_t queue; /* encoded frames waiting for the socket */
-  struct wr_cli_frame_decoder dec;
+  struct wr_frame_decoder dec;
   struct wr_cli_detach detach;
   unsigned nsignals;
   bool done;
 };
 
 /* A JSON payload of STARTED, EXIT or ERROR; garbage becomes {}. */
-static json_t *payload_json(const struct wr_cli_frame *f) {
+static json_t *payload_json(const struct wr_frame *f) {
   json_t *j = json_loadb(f->data, f->len, 0, NULL);
 
   if (!json_is_object(j)) {
@@ -48,7 +48,7 @@ static json_t *payload_json(const struct wr_cli_frame *f) {
 }
 
 /* Write output locally; a closed stdout ends the stream like SIGPIPE. */
-static int output(struct stream *s, int fd, const struct wr_cli_frame *f,
+static int output(struct stream *s, int fd, const struct wr_frame *f,
                   wr_error_t *err) {
   if (wr_write_all(fd, f->data, f->len, err) == 0)
     return 0;
@@ -61,7 +61,7 @@ static int output(struct stream *s, int fd, const struct wr_cli_frame *f,
 
 /* One frame from the daemon: output is written at once; EXIT and ERROR
  * end the stream. */
-static int handle_frame(struct stream *s, const struct wr_cli_frame *f,
+static int handle_frame(struct stream *s, const struct wr_frame *f,
                         wr_error_t *err) {
   switch (f->type) {
   case WR_FRAME_STARTED:
@@ -88,10 +88,10 @@ static int handle_frame(struct stream *s, const struct wr_cli_frame *f,
 
 /* Every complete frame buffered so far, stopping at the end of the stream. */
 static int drain_frames(struct stream *s, wr_error_t *err) {
-  struct wr_cli_frame f;
+  struct wr_frame f;
   int r;
 
-  while (!s->done && (r = wr_cli_frame_next(&s->dec, &f, err)) != 0) {
+  while (!s->done && (r = wr_frame_next(&s->dec, &f, err)) != 0) {
     if (r < 0 || handle_frame(s, &f, err) < 0)
       return -1;
   }
@@ -109,7 +109,7 @@ static int read_socket(struct stream *s, wr_error_t *err) {
     s->done = true; /* closed or reset: the caller sees no EXIT */
     return 0;
   }
-  wr_cli_frame_feed(&s->dec, buf, (size_t)n);
+  wr_frame_feed(&s->dec, buf, (size_t)n);
   return drain_frames(s, err);
 }
 
@@ -129,7 +129,7 @@ static void flush_queue(struct stream *s) {
 static void stdin_eof(struct stream *s) {
   s->in_fd = -1;
   if (s->o->send_eof)
-    wr_cli_frame_encode(&s->queue, WR_FRAME_STDIN_EOF, NULL, 0);
+    wr_frame_encode(&s->queue, WR_FRAME_STDIN_EOF, NULL, 0);
 }
 
 /* Forward typed bytes, watching for the detach keys when asked to. */
@@ -145,7 +145,7 @@ static void read_stdin(struct stream *s) {
     return;
   }
   if (!s->o->detach_keys) {
-    wr_cli_frame_encode(&s->queue, WR_FRAME_STDIN, buf, (size_t)n);
+    wr_frame_encode(&s->queue, WR_FRAME_STDIN, buf, (size_t)n);
     return;
   }
   if (wr_cli_detach_feed(&s->detach, buf, (size_t)n, &keep)) {
@@ -153,7 +153,7 @@ static void read_stdin(struct stream *s) {
     s->done = true;
   }
   if (keep.len > 0)
-    wr_cli_frame_encode(&s->queue, WR_FRAME_STDIN, keep.data, keep.len);
+    wr_frame_encode(&s->queue, WR_FRAME_STDIN, keep.data, keep.len);
 }
 
 static void send_resize(struct stream *s) {
@@ -161,8 +161,8 @@ static void send_resize(struct stream *s) {
 
   wr_cli_tty_size(&rows, &cols);
   if (rows > 0 && cols > 0)
-    wr_cli_frame_encode_resize(&s->queue, (uint16_t)WR_MIN(rows, 65535u),
-                               (uint16_t)WR_MIN(cols, 65535u));
+    wr_frame_encode_resize(&s->queue, (uint16_t)WR_MIN(rows, 65535u),
+                           (uint16_t)WR_MIN(cols, 65535u));
 }
 
 /*
@@ -188,7 +188,7 @@ static void handle_signal(struct stream *s, int sig) {
     s->done = true;
     return;
   }
-  wr_cli_frame_encode(&s->queue, WR_FRAME_SIGNAL, name, strlen(name));
+  wr_frame_encode(&s->queue, WR_FRAME_SIGNAL, name, strlen(name));
 }
 
 static void read_signals(struct stream *s) {
@@ -246,7 +246,7 @@ static int run_blocked(struct stream *s, const char *leftover, size_t nleftover,
       return -1;
     send_resize(s); /* the process's terminal may have another size */
   }
-  wr_cli_frame_feed(&s->dec, leftover, nleftover);
+  wr_frame_feed(&s->dec, leftover, nleftover);
   r = drain_frames(s, err);
   if (r == 0)
     r = loop(s, err);
@@ -267,9 +267,9 @@ int wr_cli_stream_run(int sock, const char *leftover, size_t nleftover,
   if (wr_set_nonblock(sock, true) < 0)
     return wr_error_set(err, errno, "set the connection non-blocking");
   s.in_fd = o->forward_stdin ? STDIN_FILENO : -1;
-  wr_cli_frame_decoder_init(&s.dec);
+  wr_frame_decoder_init(&s.dec, WR_FRAME_MAX_PAYLOAD);
   if (!o->forward_stdin && o->send_eof)
-    wr_cli_frame_encode(&s.queue, WR_FRAME_STDIN_EOF, NULL, 0);
+    wr_frame_encode(&s.queue, WR_FRAME_STDIN_EOF, NULL, 0);
   loop_signals(&set);
   sigprocmask(SIG_BLOCK, &set, &old);
   s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -281,7 +281,7 @@ int wr_cli_stream_run(int sock, const char *leftover, size_t nleftover,
     close(s.sig_fd);
   sigprocmask(SIG_SETMASK, &old, NULL);
   wr_buf_free(&s.queue);
-  wr_cli_frame_decoder_free(&s.dec);
+  wr_frame_decoder_free(&s.dec);
   return r;
 }
 

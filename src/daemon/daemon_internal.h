@@ -126,19 +126,7 @@ void wr_initconn_cancel(struct wr_initconn *c, void *arg);
 
 /* ---- processes (exec.c, procs.c) ---------------------------------------- */
 
-/* Frame types of the "warren-exec" upgraded stream (docs/api.yaml). */
-enum wr_frame_type {
-  WR_FRAME_STDIN = 0,
-  WR_FRAME_STDIN_EOF = 1,
-  WR_FRAME_RESIZE = 2,
-  WR_FRAME_SIGNAL = 3,
-  WR_FRAME_STARTED = 10,
-  WR_FRAME_STDOUT = 11,
-  WR_FRAME_STDERR = 12,
-  WR_FRAME_EXIT = 13,
-  WR_FRAME_ERROR = 14,
-};
-#define WR_FRAME_HDR 5
+/* The largest frame a client may send (api.h has the protocol). */
 #define WR_FRAME_MAX_IN (1u << 20)
 
 /* One output pipe (or the pty master) of a process. */
@@ -177,10 +165,11 @@ struct wr_watcher {
   struct wr_watcher *next;
   struct wr_proc *p;
   wr_http_req_t *req;
-  bool frames;      /* upgraded "warren-exec" stream; else NDJSON */
-  bool interactive; /* accepts STDIN/RESIZE/SIGNAL frames */
-  bool follow;      /* stays for live output */
-  wr_buf_t in;      /* partial incoming frame */
+  bool frames;                /* upgraded "warren-exec" stream; else NDJSON */
+  bool interactive;           /* accepts STDIN/RESIZE/SIGNAL frames */
+  bool follow;                /* stays for live output */
+  bool input_paused;          /* stdin is full: client not read */
+  struct wr_frame_decoder in; /* frames from the client */
 };
 
 struct wr_proc {

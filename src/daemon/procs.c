@@ -26,6 +26,7 @@
 #define READ_CHUNK 65536
 #define WATCHER_QUEUE_MAX (4u << 20)
 #define FOREGROUND_HIGH_WATER (1u << 20)
+#define STDIN_HIGH_WATER (1u << 20)
 #define PROBE_INTERVAL_MS 1000
 
 static void proc_free(struct wr_proc *p) {
@@ -94,16 +95,12 @@ static struct wr_proc *find_id(struct wr_sandbox *sb, uint32_t proc_id) {
  */
 
 void wr_frame_send(wr_http_req_t *req, int type, const void *data, size_t len) {
-  unsigned char hdr[WR_FRAME_HDR];
+  wr_buf_t b;
 
-  hdr[0] = (unsigned char)type;
-  hdr[1] = (unsigned char)(len >> 24);
-  hdr[2] = (unsigned char)(len >> 16);
-  hdr[3] = (unsigned char)(len >> 8);
-  hdr[4] = (unsigned char)len;
-  wr_http_raw_write(req, hdr, sizeof(hdr));
-  if (len > 0)
-    wr_http_raw_write(req, data, len);
+  wr_buf_init(&b);
+  wr_frame_encode(&b, (uint8_t)type, data, len);
+  wr_http_raw_write(req, b.data, b.len);
+  wr_buf_free(&b);
 }
 
 static void send_json_line(wr_http_req_t *req, json_t *j) {
@@ -300,6 +297,17 @@ static void on_in_writable(uv_poll_t *h, int status, int events) {
   in_flush(in);
 }
 
+/* Clients whose input was paused while the process's stdin was full may
+ * send again (also when stdin closed: what they send is then dropped). */
+static void resume_input(struct wr_proc *p) {
+  for (struct wr_watcher *w = p->watchers; w != NULL; w = w->next) {
+    if (w->input_paused) {
+      w->input_paused = false;
+      wr_http_raw_pause(w->req, false);
+    }
+  }
+}
+
 /* Write what the pipe takes; poll for more room when it is full. */
 static void in_flush(struct wr_inwriter *in) {
   while (in->open && in->queue.len > 0) {
@@ -318,12 +326,15 @@ static void in_flush(struct wr_inwriter *in) {
       return;
     }
     in_close(in); /* EPIPE: the process closed its stdin */
+    wr_buf_reset(&in->queue);
+    resume_input(in->p);
     return;
   }
   if (in->open && in->polling) {
     in->polling = false;
     uv_poll_stop(&in->poll);
   }
+  resume_input(in->p);
   if (in->open && in->eof_pending)
     in_close(in);
 }
@@ -455,7 +466,7 @@ static void watcher_free(struct wr_watcher *w) {
   struct wr_proc *p = w->p;
 
   watcher_unlink(w);
-  wr_buf_free(&w->in);
+  wr_frame_decoder_free(&w->in);
   free(w);
   wr_proc_unref(p);
 }
@@ -616,7 +627,7 @@ struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req, bool frames,
   w->frames = frames;
   w->interactive = interactive;
   w->follow = follow;
-  wr_buf_init(&w->in);
+  wr_frame_decoder_init(&w->in, WR_FRAME_MAX_IN);
   p->refs++;
   w->next = p->watchers;
   p->watchers = w;
@@ -624,7 +635,7 @@ struct wr_watcher *wr_watch(struct wr_proc *p, wr_http_req_t *req, bool frames,
     if (wr_http_upgrade(req, "warren-exec", on_watcher_data, on_watcher_close,
                         w) < 0) {
       watcher_unlink(w);
-      wr_buf_free(&w->in);
+      wr_frame_decoder_free(&w->in);
       free(w);
       wr_proc_unref(p);
       wr_http_reply_error(req, 400, "bad_request", "upgrade failed");
@@ -650,6 +661,10 @@ static int handle_frame(struct wr_watcher *w, int type, const char *data,
   switch (type) {
   case WR_FRAME_STDIN:
     wr_proc_write_input(p, data, len);
+    if (p->in.queue.len > STDIN_HIGH_WATER && !w->input_paused) {
+      w->input_paused = true; /* until the process reads (in_flush) */
+      wr_http_raw_pause(w->req, true);
+    }
     return 0;
   case WR_FRAME_STDIN_EOF:
     wr_proc_close_input(p);
@@ -680,20 +695,14 @@ static int handle_frame(struct wr_watcher *w, int type, const char *data,
 }
 
 int wr_watcher_input(struct wr_watcher *w, const char *data, size_t len) {
-  wr_buf_append(&w->in, data, len);
-  while (w->in.len >= WR_FRAME_HDR) {
-    const unsigned char *h = (const unsigned char *)w->in.data;
-    size_t n = ((size_t)h[1] << 24) | ((size_t)h[2] << 16) |
-               ((size_t)h[3] << 8) | h[4];
-    if (n > WR_FRAME_MAX_IN)
+  struct wr_frame f;
+  int r;
+
+  wr_frame_feed(&w->in, data, len);
+  while ((r = wr_frame_next(&w->in, &f, NULL)) == 1)
+    if (handle_frame(w, f.type, f.data, f.len) < 0)
       return -1;
-    if (w->in.len < WR_FRAME_HDR + n)
-      break;
-    if (handle_frame(w, h[0], w->in.data + WR_FRAME_HDR, n) < 0)
-      return -1;
-    wr_buf_consume(&w->in, WR_FRAME_HDR + n);
-  }
-  return 0;
+  return r;
 }
 
 /* ---- exit and removal --------------------------------------------------- */

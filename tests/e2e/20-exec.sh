@@ -194,6 +194,20 @@ test_stdin() {
   rm -f /tmp/ex-stdin.$$
 }
 
+# A process that does not read its stdin holds the client back: warrend
+# stops reading from the client instead of buffering without bound.
+test_stdin_is_paced_by_the_process() {
+  local hwm1 hwm2 n
+  new_sandbox ex-stdin-slow
+  hwm1=$(awk '/VmHWM/ {print $2}' /proc/"$(daemon_pid)"/status)
+  n=$(head -c 100000000 /dev/zero |
+    "$WARREN" exec -i ex-stdin-slow -- sh -c 'sleep 3; wc -c')
+  assert_eq 100000000 "$n" "bytes read after the pause"
+  hwm2=$(awk '/VmHWM/ {print $2}' /proc/"$(daemon_pid)"/status)
+  [ $((hwm2 - hwm1)) -lt 32768 ] ||
+    fail "warrend's peak memory grew by $(((hwm2 - hwm1) / 1024)) MiB"
+}
+
 test_signals_are_passed_on() {
   local pid rc tmp
   new_sandbox ex-sigfwd

@@ -377,20 +377,20 @@ static void test_escape(void **state) {
 
 /* A server's side of a short exec: STARTED, output, an empty frame, EXIT. */
 static void sample_stream(wr_buf_t *b) {
-  wr_cli_frame_encode(b, WR_FRAME_STARTED, "{\"pid\":42}", 10);
-  wr_cli_frame_encode(b, WR_FRAME_STDOUT, "hello\n", 6);
-  wr_cli_frame_encode(b, WR_FRAME_STDERR, "", 0);
-  wr_cli_frame_encode(b, WR_FRAME_STDERR, "oops", 4);
-  wr_cli_frame_encode(b, WR_FRAME_EXIT, "{\"exit_code\":0}", 15);
+  wr_frame_encode(b, WR_FRAME_STARTED, "{\"pid\":42}", 10);
+  wr_frame_encode(b, WR_FRAME_STDOUT, "hello\n", 6);
+  wr_frame_encode(b, WR_FRAME_STDERR, "", 0);
+  wr_frame_encode(b, WR_FRAME_STDERR, "oops", 4);
+  wr_frame_encode(b, WR_FRAME_EXIT, "{\"exit_code\":0}", 15);
 }
 
 /* Decode everything available; record "type:payload;" per frame. */
-static void drain(struct wr_cli_frame_decoder *d, wr_buf_t *log) {
-  struct wr_cli_frame f;
+static void drain(struct wr_frame_decoder *d, wr_buf_t *log) {
+  struct wr_frame f;
   wr_error_t err = {0};
   int r;
 
-  while ((r = wr_cli_frame_next(d, &f, &err)) == 1) {
+  while ((r = wr_frame_next(d, &f, &err)) == 1) {
     wr_buf_printf(log, "%u:", f.type);
     wr_buf_append(log, f.data, f.len);
     wr_buf_puts(log, ";");
@@ -410,61 +410,61 @@ static void test_frames_split_everywhere(void **state) {
   assert_int_equal((unsigned char)stream.data[0], 10);
   assert_memory_equal(stream.data + 1, "\0\0\0\x0a", 4);
   for (size_t cut = 0; cut <= stream.len; cut++) {
-    struct wr_cli_frame_decoder d;
+    struct wr_frame_decoder d;
     wr_buf_t log = {0};
-    wr_cli_frame_decoder_init(&d);
-    wr_cli_frame_feed(&d, stream.data, cut);
+    wr_frame_decoder_init(&d, WR_FRAME_MAX_PAYLOAD);
+    wr_frame_feed(&d, stream.data, cut);
     drain(&d, &log);
-    wr_cli_frame_feed(&d, stream.data + cut, stream.len - cut);
+    wr_frame_feed(&d, stream.data + cut, stream.len - cut);
     drain(&d, &log);
     assert_string_equal(log.data, expected_log);
     wr_buf_free(&log);
-    wr_cli_frame_decoder_free(&d);
+    wr_frame_decoder_free(&d);
   }
   wr_buf_free(&stream);
 }
 
 static void test_frames_byte_by_byte(void **state) {
   wr_buf_t stream = {0}, log = {0};
-  struct wr_cli_frame_decoder d;
+  struct wr_frame_decoder d;
   (void)state;
 
   sample_stream(&stream);
-  wr_cli_frame_decoder_init(&d);
+  wr_frame_decoder_init(&d, WR_FRAME_MAX_PAYLOAD);
   for (size_t i = 0; i < stream.len; i++) {
-    wr_cli_frame_feed(&d, stream.data + i, 1);
+    wr_frame_feed(&d, stream.data + i, 1);
     drain(&d, &log);
   }
   assert_string_equal(log.data, expected_log);
-  wr_cli_frame_decoder_free(&d);
+  wr_frame_decoder_free(&d);
   wr_buf_free(&stream);
   wr_buf_free(&log);
 }
 
 static void test_frames_encode_and_limits(void **state) {
   wr_buf_t b = {0};
-  struct wr_cli_frame_decoder d;
-  struct wr_cli_frame f;
+  struct wr_frame_decoder d;
+  struct wr_frame f;
   wr_error_t err = {0};
   const unsigned char huge[] = {WR_FRAME_STDOUT, 0x7f, 0xff, 0xff, 0xff};
   (void)state;
 
-  wr_cli_frame_encode_resize(&b, 50, 300);
+  wr_frame_encode_resize(&b, 50, 300);
   assert_int_equal(b.len, 9);
   assert_memory_equal(b.data, "\x02\0\0\0\x04\x00\x32\x01\x2c", 9);
   wr_buf_reset(&b);
-  wr_cli_frame_encode(&b, WR_FRAME_SIGNAL, "INT", 3);
+  wr_frame_encode(&b, WR_FRAME_SIGNAL, "INT", 3);
   assert_memory_equal(b.data, "\x03\0\0\0\x03INT", 8);
   wr_buf_reset(&b);
-  wr_cli_frame_encode(&b, WR_FRAME_STDIN_EOF, NULL, 0);
+  wr_frame_encode(&b, WR_FRAME_STDIN_EOF, NULL, 0);
   assert_memory_equal(b.data, "\x01\0\0\0\0", 5);
   wr_buf_free(&b);
 
-  wr_cli_frame_decoder_init(&d);
-  wr_cli_frame_feed(&d, huge, sizeof(huge));
-  assert_int_equal(wr_cli_frame_next(&d, &f, &err), -1);
+  wr_frame_decoder_init(&d, WR_FRAME_MAX_PAYLOAD);
+  wr_frame_feed(&d, huge, sizeof(huge));
+  assert_int_equal(wr_frame_next(&d, &f, &err), -1);
   assert_non_null(strstr(err.msg, "too large"));
-  wr_cli_frame_decoder_free(&d);
+  wr_frame_decoder_free(&d);
 }
 
 static void test_detach_keys(void **state) {
