@@ -90,10 +90,14 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) asan
 	$(MAKE) fuzz
-	tests/run-e2e
+	tests/run-e2e tests/e2e/*.sh tests/security/*.sh
 
 e2e: all
-	tests/run-e2e
+	tests/run-e2e tests/e2e/*.sh
+
+# The adversarial suite: hostile programs and clients (docs/security.md).
+security: all
+	tests/run-e2e tests/security/*.sh
 
 # The unit tests again, built with AddressSanitizer and UBSan.
 asan: $(BUILD)/bin/warren-init
