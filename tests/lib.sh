@@ -326,3 +326,213 @@ sandbox_quiet() { # NAME
 sandbox_runs() { # NAME COMM
   "$WARREN" exec "$1" -- sh -c "$INSIDE_PS" | grep -q "($2)"
 }
+
+# ---- helpers for the security suite (tests/security/) ---------------------
+
+# A value percent-encoded for a URL query or path segment.
+sec_uri() {
+  jq -rn --arg v "$1" '$v|@uri'
+}
+
+# The files API URL of sandbox SB: files_url SB [ROUTE] PATH, where ROUTE is
+# "", stat, list, archive, mkdir...
+files_url() {
+  echo "/v1/sandboxes/$1/files${3:+/$2}?path=$(sec_uri "${3-$2}")"
+}
+
+# What must not change on the host: "PATH INODE SIZE MTIME MODE UID LINKS
+# SHA256" for each file, and "PATH INODE MTIME ENTRIES" for each directory.
+host_fingerprint_of() { # PATH...
+  local p
+  for p in "$@"; do
+    if [ -d "$p" ]; then
+      echo "$p $(stat -c '%i %Y' "$p") $(ls -A "$p" | sha256sum | cut -c1-16)"
+    elif [ -e "$p" ]; then
+      echo "$p $(stat -c '%i %s %Y %a %u %h' "$p") $(sha256sum <"$p" | cut -c1-16)"
+    else
+      echo "$p absent"
+    fi
+  done
+}
+
+# The host's /etc, its key files and /: a write that escaped would show.
+host_etc_fingerprint() {
+  host_fingerprint_of / /etc /etc/passwd /etc/shadow /etc/group \
+    /etc/hostname /etc/hosts
+}
+
+# Send raw bytes to the daemon and print everything that came back, then
+# "<<EOF>>" if the daemon closed the connection or "<<OPEN>>" if it was
+# still open after WAIT seconds (default 3). BYTES is a Python expression;
+# TARGET is "unix" (default) or a TCP port.
+#   raw_http 'b"GET /v1/info HTTP/1.1\r\n\r\n"' [TARGET]
+raw_http() {
+  python3 - "$WR_SOCK" "${2:-unix}" "$1" "${WAIT:-3}" <<'PYEOF'
+import os, socket, sys
+sock, target, expr, wait = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+data = eval(expr)
+if target == "unix":
+    s = socket.socket(socket.AF_UNIX); s.connect(sock)
+else:
+    s = socket.create_connection(("127.0.0.1", int(target)))
+s.settimeout(wait)
+try:
+    s.sendall(data)
+except OSError:
+    pass
+out, end = b"", b"<<OPEN>>"
+try:
+    while len(out) < (1 << 22):
+        b = s.recv(65536)
+        if not b:
+            end = b"<<EOF>>"
+            break
+        out += b
+except ConnectionResetError:
+    end = b"<<EOF>>"
+except OSError:
+    pass
+sys.stdout.write((out + end).decode("latin-1"))
+PYEOF
+}
+
+# The status of the first response in raw_http's output, and how many
+# responses there were.
+raw_http_status() { printf '%s' "$1" | head -1 | cut -d' ' -f2; }
+raw_http_count() { printf '%s' "$1" | grep -c '^HTTP/1\.[01] [0-9]' || true; }
+# The body of the first response (no chunked coding expected).
+raw_http_body() {
+  printf '%s' "$1" | tr -d '\r' | sed '1,/^$/d' | sed 's/<<\(EOF\|OPEN\)>>$//'
+}
+
+# Restart this file's daemon with a TCP listener, once per daemon: sets
+# WR_TCP_PORT and WR_API_KEY. Sandboxes keep running across the restart.
+ensure_tcp_daemon() {
+  local state pid port
+  state="$WR_RUN/tcp-listener"
+  pid=$(daemon_pid || true)
+  if [ -s "$state" ] && [ "$(cut -d' ' -f1 "$state")" = "$pid" ] &&
+    pid_alive "$pid"; then
+    WR_TCP_PORT=$(cut -d' ' -f2 "$state")
+  else
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    stop_daemon
+    start_daemon --listen "127.0.0.1:$port"
+    wait_until 5 test -s "$WR_ROOT/api.key" || fail "no $WR_ROOT/api.key"
+    echo "$(daemon_pid) $port" >"$state"
+    WR_TCP_PORT=$port
+  fi
+  WR_API_KEY=$(tr -d '\n' <"$WR_ROOT/api.key")
+}
+
+# Every operation in docs/api.yaml as "METHOD PATH BODY", BODY being the
+# request body's media type or "-".
+api_operations() {
+  awk '
+    function flush() { if (m != "") print toupper(m), p, (b == "" ? "-" : b); m = ""; b = "" }
+    /^  \/[^ ]*:$/ { flush(); p = $1; sub(/:$/, "", p); next }
+    /^    (get|put|post|delete|patch):$/ { flush(); m = $1; sub(/:$/, "", m); inbody = 0; next }
+    /^      requestBody:/ { inbody = 1; next }
+    inbody && /^          [a-z]+\/[a-z.+-]+:$/ { b = $1; sub(/:$/, "", b); inbody = 0; next }
+    /^[a-z]/ { flush(); p = "" }
+    END { flush() }
+  ' "$WR_TOP/docs/api.yaml"
+}
+
+# The host pid of a process in sandbox ID whose command line is CMDLINE
+# (arguments joined by spaces), waiting up to 5 s for it to appear.
+sandbox_host_pid_of() { # ID CMDLINE
+  local p _
+  for _ in $(seq 50); do
+    for p in $(sandbox_host_pids "$1"); do
+      if [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$2 " ]; then
+        echo "$p"
+        return 0
+      fi
+    done
+    sleep 0.1
+  done
+  return 1
+}
+
+# Latency of GET /v1/info on the unix socket, sampled every 50 ms until
+# the file STOP exists; prints the largest, in milliseconds.
+max_info_latency_until() { # STOP
+  local worst=0 t
+  while [ ! -e "$1" ]; do
+    t=$(curl -s -o /dev/null -w '%{time_total}' -m 10 --unix-socket "$WR_SOCK" \
+      http://warren/v1/info)
+    t=$(echo "$t * 1000 / 1" | bc)
+    [ "$t" -gt "$worst" ] && worst=$t
+    sleep 0.05
+  done
+  echo "$worst"
+}
+
+# ---- helpers for the resource tests (tests/security/70-resources.sh) -----
+
+# Loop devices whose backing file is in the sandbox's directory, as
+# "/dev/loopN FILE" (FILE ends in " (deleted)" once it is unlinked).
+sandbox_loop_devices() { # ID
+  local f back
+  for f in /sys/block/loop*/loop/backing_file; do
+    [ -r "$f" ] || continue
+    back=$(cat "$f" 2>/dev/null) || continue
+    case "$back" in
+      "$WR_ROOT/sandboxes/$1/"*) echo "/dev/$(basename "$(dirname "$(dirname "$f")")") $back" ;;
+    esac
+  done
+}
+
+# root_traces plus the loop devices: everything a sandbox with a disk
+# limit may leave on the host, one line each.
+disk_traces() { # ID
+  root_traces "$1" | grep -F "$1" || true
+  sandbox_loop_devices "$1" | sed 's/^/loop /'
+}
+
+# A file of one of the sandbox's cgroups, v1 (per controller) or v2.
+sandbox_cgroup_file() { # ID CONTROLLER FILE
+  local f
+  for f in "/sys/fs/cgroup/$2/$WR_CG_PARENT/$1/$3" \
+    "/sys/fs/cgroup/$WR_CG_PARENT/$1/$3" \
+    "/sys/fs/cgroup/unified/$WR_CG_PARENT/$1/$3"; do
+    if [ -r "$f" ]; then
+      echo "$f"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Bytes and inodes free on the state root's filesystem.
+host_free_bytes() { df -B1 --output=avail "$WR_ROOT" | tail -1 | tr -d ' '; }
+host_free_inodes() { df --output=iavail "$WR_ROOT" | tail -1 | tr -d ' '; }
+
+# ---- helpers for the syscall, privilege and runtime attacks ---------------
+# (tests/security/10-syscalls.sh, 20-privileges.sh, 30-runtime.sh; their
+# hostile programs are tests/helpers/attack_*.c)
+
+# A fresh sandbox for one test with the given helpers installed.
+attack_sandbox() { # NAME HELPER...
+  local name=$1 h
+  shift
+  new_sandbox "$name"
+  for h in "$@"; do
+    install_helper "$name" "$h"
+  done
+}
+
+# OUTPUT has exactly the line LINE (a helper's "NAME: RESULT").
+assert_line() { # OUTPUT LINE [what]
+  grep -qxF -- "$2" <<<"$1" || fail "${3:-output} lacks the line '$2': $1"
+}
+
+# Every NAME has the result RESULT in OUTPUT: assert_results OUT EPERM a b
+assert_results() { # OUTPUT RESULT NAME...
+  local out=$1 want=$2 name
+  shift 2
+  for name in "$@"; do
+    assert_line "$out" "$name: $want"
+  done
+}

@@ -30,9 +30,13 @@ typedef struct wr_http_server wr_http_server_t;
 typedef struct wr_http_req wr_http_req_t;
 
 struct wr_http_limits {
-  size_t max_header_bytes;    /* request line + headers; default 16 KiB */
-  size_t max_body_bytes;      /* buffered bodies; default 1 MiB */
-  unsigned max_conns;         /* default 1024; more are refused at accept */
+  size_t max_header_bytes; /* request line + headers; default 16 KiB */
+  size_t max_body_bytes;   /* buffered bodies; default 1 MiB */
+  unsigned max_conns;      /* default 1024; more are refused at accept */
+  /* Of those, how many may be untrusted (TCP) clients; default max_conns
+   * less an eighth, so that clients without the key cannot take every slot
+   * and lock out the local (root) socket. */
+  unsigned max_untrusted_conns;
   uint64_t header_timeout_ms; /* whole head must arrive; default 10 s */
   uint64_t idle_timeout_ms;   /* keep-alive idle; default 60 s */
 };
@@ -64,7 +68,8 @@ int wr_http_listen_unix(wr_http_server_t *srv, const char *path, int mode,
                         wr_error_t *err);
 /* Listen on TCP "HOST:PORT" ("127.0.0.1:7070", "[::1]:7070"). Every
  * request there must carry "Authorization: Bearer <api_key>"; others get
- * 401 before routing, so they learn nothing about what exists. */
+ * 401 before routing, so they learn nothing about what exists, and the
+ * connection is closed after that answer. */
 int wr_http_listen_tcp(wr_http_server_t *srv, const char *addr,
                        const char *api_key, wr_error_t *err);
 /* The port of the first TCP listener (useful after listening on port 0),
@@ -132,6 +137,11 @@ void wr_http_reply_error(wr_http_req_t *req, int status, const char *code,
                          const char *fmt, ...) WR_PRINTF(4, 5);
 /* Status with an empty body (204, or others). */
 void wr_http_reply_empty(wr_http_req_t *req, int status);
+/* Send `len` bytes of already serialised JSON (borrowed) as
+ * application/json. For large bodies built on a worker thread, so that the
+ * loop does not stall while it serialises them. */
+void wr_http_reply_json_text(wr_http_req_t *req, int status, const char *text,
+                             size_t len);
 
 /* ---- streamed replies -------------------------------------------------- */
 
@@ -147,6 +157,11 @@ void wr_http_on_drain(wr_http_req_t *req,
                       void (*cb)(wr_http_req_t *req, void *arg), void *arg);
 /* Final call: send the last chunk. */
 void wr_http_stream_end(wr_http_req_t *req);
+/* Final call for a streamed reply that failed half way: the connection is
+ * closed after what is queued, without the last chunk, so the client sees
+ * a body cut off instead of a complete but truncated one. Before
+ * wr_http_stream_begin() it answers 500. */
+void wr_http_stream_abort(wr_http_req_t *req);
 
 /* ---- upgrade to a raw stream -------------------------------------------- */
 

@@ -57,6 +57,7 @@ struct wr_http_server {
   struct wr_http_listener *listeners;
   struct wr_http_conn *conns;
   unsigned nactive;      /* connections served, not refused or closing */
+  unsigned nuntrusted;   /* of those, untrusted (TCP) ones */
   unsigned open_handles; /* listeners + connections not yet freed */
   bool closing;
   void (*close_cb)(void *arg);
@@ -109,7 +110,7 @@ struct wr_http_conn {
   const char *fail_msg;
   unsigned open_handles;
   bool trusted;
-  bool counted; /* included in srv->nactive */
+  bool counted; /* included in srv->nactive (and nuntrusted) */
   bool reading; /* uv_read_start is on */
   bool eof;     /* the client sent EOF or the read failed */
   bool closing; /* uv_close called */
@@ -134,7 +135,7 @@ struct wr_http_req {
   struct wr_http_kv_list headers, params, query;
   wr_buf_t field, value; /* header being parsed */
   enum wr_http_hstate hstate;
-  unsigned n_content_length, n_transfer_encoding;
+  unsigned n_content_length, n_transfer_encoding, n_host;
   wr_buf_t body;
   void *data;
   uint64_t start_ns;
@@ -210,6 +211,8 @@ int wr_api_route_find(const struct wr_http_route *routes, size_t n,
 
 /* A listener or connection is freed; free the server if it was the last. */
 void wr_api_server_handle_closed(wr_http_server_t *srv);
+/* Is there room for one more connection of this kind? */
+bool wr_api_server_has_room(const wr_http_server_t *srv, bool trusted);
 
 /* ---- parse.c ----------------------------------------------------------- */
 

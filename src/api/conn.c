@@ -74,8 +74,11 @@ void wr_api_conn_close(struct wr_http_conn *c) {
   if (c->closing)
     return;
   c->closing = true;
-  if (c->counted)
+  if (c->counted) {
     c->srv->nactive--;
+    if (!c->trusted)
+      c->srv->nuntrusted--;
+  }
   c->req = NULL;
   uv_close(&c->io.handle, on_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -440,6 +443,8 @@ static void on_timer(uv_timer_t *t) {
 void wr_api_conn_start(struct wr_http_conn *c) {
   c->counted = true;
   c->srv->nactive++;
+  if (!c->trusted)
+    c->srv->nuntrusted++;
   wr_api_conn_set_timer(c, WR_TIMER_HEAD, c->srv->limits.header_timeout_ms);
   wr_api_conn_update_reading(c);
 }

@@ -20,7 +20,7 @@ static uint32_t get_be32(const unsigned char *p) {
 }
 
 void wr_frame_encode(wr_buf_t *out, uint8_t type, const void *payload,
-                         size_t len) {
+                     size_t len) {
   unsigned char head[WR_FRAME_HDR];
 
   head[0] = type;
@@ -51,8 +51,7 @@ void wr_frame_decoder_free(struct wr_frame_decoder *d) {
  * Frames handed out point into the buffer, so consumed bytes are only
  * dropped here, when new bytes come in and no frame is borrowed any more.
  */
-void wr_frame_feed(struct wr_frame_decoder *d, const void *data,
-                       size_t len) {
+void wr_frame_feed(struct wr_frame_decoder *d, const void *data, size_t len) {
   if (d->pos > 0) {
     wr_buf_consume(&d->buf, d->pos);
     d->pos = 0;
@@ -63,7 +62,7 @@ void wr_frame_feed(struct wr_frame_decoder *d, const void *data,
 /* The length comes from the peer, so it is bounded before any byte of
  * the payload is waited for. */
 int wr_frame_next(struct wr_frame_decoder *d, struct wr_frame *f,
-                      wr_error_t *err) {
+                  wr_error_t *err) {
   const unsigned char *p = (const unsigned char *)d->buf.data + d->pos;
   size_t avail = d->buf.len - d->pos;
   uint32_t len;
@@ -72,8 +71,7 @@ int wr_frame_next(struct wr_frame_decoder *d, struct wr_frame *f,
     return 0;
   len = get_be32(p + 1);
   if (len > d->max)
-    return wr_error_set(err, EMSGSIZE, "a frame of %u bytes is too large",
-                        len);
+    return wr_error_set(err, EMSGSIZE, "a frame of %u bytes is too large", len);
   if (avail - WR_FRAME_HDR < len)
     return 0;
   f->type = p[0];
@@ -82,4 +80,3 @@ int wr_frame_next(struct wr_frame_decoder *d, struct wr_frame *f,
   d->pos += WR_FRAME_HDR + len;
   return 1;
 }
-

@@ -81,7 +81,8 @@ static bool all_digits(const char *s) {
 }
 
 /* Framing headers must be unambiguous: one Content-Length of digits, or
- * one Transfer-Encoding that is exactly "chunked". */
+ * one Transfer-Encoding that is exactly "chunked". Two Host lines are
+ * refused too (RFC 9112 3.2), since a proxy in front may route by either. */
 static int check_framing_header(struct wr_http_conn *c, const char *name,
                                 const char *value) {
   wr_http_req_t *req = c->req;
@@ -93,6 +94,9 @@ static int check_framing_header(struct wr_http_conn *c, const char *name,
     if (++req->n_transfer_encoding > 1 || strcasecmp(value, "chunked") != 0)
       return refuse(c, 400, "bad_request",
                     "unsupported Transfer-Encoding (only chunked)");
+  } else if (strcasecmp(name, "host") == 0) {
+    if (++req->n_host > 1)
+      return refuse(c, 400, "bad_request", "more than one Host header");
   }
   return 0;
 }

@@ -122,6 +122,11 @@ void wr_http_reply_empty(wr_http_req_t *req, int status) {
   wr_api_reply(req, status, "application/json", NULL, NULL, 0);
 }
 
+void wr_http_reply_json_text(wr_http_req_t *req, int status, const char *text,
+                             size_t len) {
+  wr_api_reply(req, status, "application/json", NULL, text, len);
+}
+
 /* ---- streamed replies --------------------------------------------------- */
 
 /*
@@ -187,6 +192,19 @@ void wr_http_stream_end(wr_http_req_t *req) {
   wr_api_req_hold(req);
   if (req->conn != NULL && req->chunked && !req->no_body)
     wr_api_conn_send(req->conn, xstrdup(last), sizeof(last) - 1);
+  wr_api_req_finish(req);
+  wr_api_req_release(req);
+}
+
+void wr_http_stream_abort(wr_http_req_t *req) {
+  if (!req->streaming) {
+    wr_http_reply_error(req, 500, "internal", "the reply failed");
+    return;
+  }
+  if (!begin_final(req, req->status))
+    return;
+  req->close_after = true;
+  wr_api_req_hold(req);
   wr_api_req_finish(req);
   wr_api_req_release(req);
 }

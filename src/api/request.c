@@ -198,6 +198,9 @@ void wr_api_req_head(wr_http_req_t *req) {
   if (check_protocol(req) < 0)
     return;
   if (!authorized(req)) {
+    /* One answer per connection: a client without the key cannot hold a
+     * slot with keep-alive, nor learn anything from a second request. */
+    c->must_close = true;
     wr_api_req_refuse(req, 401, "unauthorized", "WWW-Authenticate: Bearer\r\n",
                       "a valid API key is required "
                       "(Authorization: Bearer KEY)");

@@ -24,6 +24,23 @@ static int check_routes(const struct wr_http_route *routes, size_t n,
   return 0;
 }
 
+static void override_limits(struct wr_http_limits *l,
+                            const struct wr_http_limits *given) {
+  if (given->max_header_bytes)
+    l->max_header_bytes = given->max_header_bytes;
+  if (given->max_body_bytes)
+    l->max_body_bytes = given->max_body_bytes;
+  if (given->max_conns)
+    l->max_conns = given->max_conns;
+  if (given->header_timeout_ms)
+    l->header_timeout_ms = given->header_timeout_ms;
+  if (given->idle_timeout_ms)
+    l->idle_timeout_ms = given->idle_timeout_ms;
+  l->max_untrusted_conns = given->max_untrusted_conns;
+}
+
+/* The untrusted share keeps an eighth of the connections (at least one)
+ * for the unix socket. */
 static void set_limits(struct wr_http_limits *l,
                        const struct wr_http_limits *given) {
   static const struct wr_http_limits defaults = {
@@ -35,18 +52,11 @@ static void set_limits(struct wr_http_limits *l,
   };
 
   *l = defaults;
-  if (given == NULL)
-    return;
-  if (given->max_header_bytes)
-    l->max_header_bytes = given->max_header_bytes;
-  if (given->max_body_bytes)
-    l->max_body_bytes = given->max_body_bytes;
-  if (given->max_conns)
-    l->max_conns = given->max_conns;
-  if (given->header_timeout_ms)
-    l->header_timeout_ms = given->header_timeout_ms;
-  if (given->idle_timeout_ms)
-    l->idle_timeout_ms = given->idle_timeout_ms;
+  if (given != NULL)
+    override_limits(l, given);
+  if (l->max_untrusted_conns == 0 || l->max_untrusted_conns > l->max_conns)
+    l->max_untrusted_conns =
+        l->max_conns - WR_MIN(l->max_conns - 1, WR_MAX(1u, l->max_conns / 8));
 }
 
 /*
@@ -121,6 +131,17 @@ static struct wr_http_listener *listener_new(wr_http_server_t *srv,
   return l;
 }
 
+/*
+ * Untrusted clients share a smaller budget than the whole, so a flood of
+ * TCP connections that never send a request (slowloris) is refused at
+ * accept while the root-only unix socket keeps its reserve.
+ */
+bool wr_api_server_has_room(const wr_http_server_t *srv, bool trusted) {
+  if (srv->closing || srv->nactive >= srv->limits.max_conns)
+    return false;
+  return trusted || srv->nuntrusted < srv->limits.max_untrusted_conns;
+}
+
 static void on_connection(uv_stream_t *server, int status) {
   struct wr_http_listener *l = server->data;
   wr_http_server_t *srv = l->srv;
@@ -136,8 +157,9 @@ static void on_connection(uv_stream_t *server, int status) {
     wr_api_conn_close(c);
     return;
   }
-  if (srv->closing || srv->nactive >= srv->limits.max_conns) {
-    wr_debug("http: refusing a connection: %u are open", srv->nactive);
+  if (!wr_api_server_has_room(srv, l->trusted)) {
+    wr_debug("http: refusing a connection: %u are open (%u untrusted)",
+             srv->nactive, srv->nuntrusted);
     wr_api_conn_close(c);
     return;
   }
@@ -293,7 +315,7 @@ int wr_http_server_adopt(wr_http_server_t *srv, int fd, bool trusted,
   family = socket_family(fd, err);
   if (family < 0)
     return -1;
-  if (srv->closing || srv->nactive >= srv->limits.max_conns)
+  if (!wr_api_server_has_room(srv, trusted))
     return wr_error_set(err, 0, "adopt fd %d: too many connections", fd);
   if (wr_set_cloexec(fd) < 0)
     return wr_error_set(err, errno, "adopt fd %d", fd);

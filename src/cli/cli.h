@@ -99,8 +99,9 @@ int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 struct wr_cli_create_opts {
   const char *name, *image, *workdir;
-  bool has_memory, has_cpus, has_pids;
+  bool has_memory, has_cpus, has_pids, has_disk;
   uint64_t memory; /* bytes */
+  uint64_t disk;   /* bytes */
   double cpus;
   uint64_t pids;
   char **env;    /* "K=V", validated */

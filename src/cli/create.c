@@ -16,6 +16,8 @@ static const char help[] =
     "  --memory SIZE    memory limit, like 512m or 1g\n"
     "  --cpus N         CPU limit, like 1 or 1.5\n"
     "  --pids N         most processes at once\n"
+    "  --disk SIZE      disk limit of the sandbox's own files, like 2g: they\n"
+    "                   go on a filesystem of that size (at least 16m)\n"
     "  --env K=V        environment of every process (repeatable)\n"
     "  --label K=V      a label to find it by (repeatable)\n"
     "  --workdir DIR    working directory of processes (default: /)\n"
@@ -24,7 +26,7 @@ static const char help[] =
     "  -h, --help       show this help\n"
     "\n"
     "Examples:\n"
-    "  warren create --name web --memory 1g --cpus 1.5\n"
+    "  warren create --name web --memory 1g --cpus 1.5 --disk 2g\n"
     "  warren create --name ci --label team=infra --env CI=1 --json\n";
 
 enum {
@@ -33,6 +35,7 @@ enum {
   OPT_MEMORY,
   OPT_CPUS,
   OPT_PIDS,
+  OPT_DISK,
   OPT_ENV,
   OPT_LABEL,
   OPT_WORKDIR,
@@ -47,6 +50,7 @@ static const struct option longopts[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"pids", required_argument, NULL, OPT_PIDS},
+    {"disk", required_argument, NULL, OPT_DISK},
     {"env", required_argument, NULL, OPT_ENV},
     {"label", required_argument, NULL, OPT_LABEL},
     {"workdir", required_argument, NULL, OPT_WORKDIR},
@@ -84,6 +88,10 @@ static int parse_value(struct wr_cli_create_opts *o, int c, const char *arg,
     return wr_parse_u64(arg, 1, 1u << 22, &o->pids, err) < 0
                ? wr_error_wrap(err, "--pids")
                : 0;
+  case OPT_DISK:
+    o->has_disk = true;
+    return wr_parse_size(arg, &o->disk, err) < 0 ? wr_error_wrap(err, "--disk")
+                                                 : 0;
   case OPT_ENV:
     return wr_cli_push_kv(&o->env, arg, "--env", true, err);
   case OPT_LABEL:
@@ -157,6 +165,8 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "cpus", json_real(o->cpus));
   if (o->has_pids)
     json_object_set_new(body, "pids", json_integer((json_int_t)o->pids));
+  if (o->has_disk)
+    json_object_set_new(body, "disk", json_integer((json_int_t)o->disk));
   if (o->env != NULL)
     json_object_set_new(body, "env", wr_cli_kv_object(o->env));
   if (o->labels != NULL)

@@ -22,6 +22,7 @@ static const char help[] =
     "  --init PATH        the warren-init binary to use\n"
     "  --cgroup V         cgroup layout: auto, v1 or v2\n"
     "  --cgroup-parent P  cgroup below which sandboxes live\n"
+    "  --default-disk SIZE  disk limit of sandboxes created without one\n"
     "  --log-level LEVEL  error, warn, info or debug\n"
     "  --log-json         log one JSON object per line\n"
     "(`warrend --help` has the full list.)\n"

@@ -68,19 +68,20 @@ static void map_field(const char *key, const json_t *map) {
     line(key, "-");
 }
 
-/* Memory in binary units; an unset limit is "-". */
-static void print_limits(const json_t *limits) {
-  json_t *memory = json_object_get(limits, "memory_bytes");
-  char mem[32];
+/* A size in binary units; an unset limit is "-". */
+static void size_field(const char *key, const json_t *v) {
+  char text[32] = "-";
 
-  if (json_is_integer(memory)) {
-    wr_format_size((uint64_t)json_integer_value(memory), mem, sizeof(mem));
-    line("memory:", mem);
-  } else {
-    line("memory:", "-");
-  }
+  if (json_is_integer(v))
+    wr_format_size((uint64_t)json_integer_value(v), text, sizeof(text));
+  line(key, text);
+}
+
+static void print_limits(const json_t *limits) {
+  size_field("memory:", json_object_get(limits, "memory_bytes"));
   field("cpus:", json_object_get(limits, "cpus"));
   field("pids:", json_object_get(limits, "pids"));
+  size_field("disk:", json_object_get(limits, "disk_bytes"));
 }
 
 /* The order is the one a person looks for: who, what state, what from,

@@ -6,7 +6,7 @@
 static const char help[] =
     "Usage: warren ls [OPTIONS]\n"
     "\n"
-    "List sandboxes: NAME ID STATE IMAGE MEMORY CPUS CREATED.\n"
+    "List sandboxes: NAME ID STATE IMAGE MEMORY CPUS DISK CREATED.\n"
     "\n"
     "Options:\n"
     "  --label K=V    only sandboxes with this label (repeatable: all must\n"
@@ -128,17 +128,20 @@ static void add_row(struct wr_cli_table *t, const json_t *sb) {
   json_t *limits = json_object_get(sb, "limits");
   json_t *memory = json_object_get(limits, "memory_bytes");
   json_t *cpus = json_object_get(limits, "cpus");
-  char mem[32] = "-", cpu[32] = "-", created[64];
+  json_t *disk = json_object_get(limits, "disk_bytes");
+  char mem[32] = "-", cpu[32] = "-", dsk[32] = "-", created[64];
 
   if (json_is_integer(memory))
     wr_format_size((uint64_t)json_integer_value(memory), mem, sizeof(mem));
+  if (json_is_integer(disk))
+    wr_format_size((uint64_t)json_integer_value(disk), dsk, sizeof(dsk));
   if (json_is_number(cpus))
     snprintf(cpu, sizeof(cpu), "%g", json_number_value(cpus));
   wr_cli_field_ago(sb, "created_at", created, sizeof(created));
-  wr_cli_table_add(
-      t, (const char *const[]){wr_cli_jstr(sb, "name"), wr_cli_jstr(sb, "id"),
-                               wr_cli_jstr(sb, "state"),
-                               wr_cli_jstr(sb, "image"), mem, cpu, created});
+  wr_cli_table_add(t, (const char *const[]){
+                          wr_cli_jstr(sb, "name"), wr_cli_jstr(sb, "id"),
+                          wr_cli_jstr(sb, "state"), wr_cli_jstr(sb, "image"),
+                          mem, cpu, dsk, created});
 }
 
 /* A table, or one name per line for scripts (-q). */
@@ -147,9 +150,10 @@ static int print_sandboxes(const struct wr_cli_ls_opts *o, json_t *list) {
   size_t i;
   json_t *sb;
 
-  wr_cli_table_init(&t, 7);
-  wr_cli_table_add(&t, (const char *const[]){"NAME", "ID", "STATE", "IMAGE",
-                                             "MEMORY", "CPUS", "CREATED"});
+  wr_cli_table_init(&t, 8);
+  wr_cli_table_add(&t,
+                   (const char *const[]){"NAME", "ID", "STATE", "IMAGE",
+                                         "MEMORY", "CPUS", "DISK", "CREATED"});
   json_array_foreach (list, i, sb) {
     if (o->quiet)
       printf("%s\n", wr_cli_jstr(sb, "name"));

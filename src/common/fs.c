@@ -135,68 +135,219 @@ int wr_mkdir_p(const char *path, mode_t mode, wr_error_t *err) {
 }
 
 /*
- * Remove one entry of `dir`: files are unlinked, empty directories removed,
- * and for a non-empty directory *descend receives an fd to it. Mount points
- * (another device) are refused rather than emptied.
+ * rm -rf, confined and without recursion. A hostile tree may be very deep,
+ * very wide, and may move while it is removed (the files API removes trees
+ * inside running sandboxes), so the walk:
+ *
+ *  - holds one directory fd at a time, descends with O_NOFOLLOW into
+ *    directories of the tree's filesystem only (a mount point is an
+ *    error), and climbs back through "..", checking that it reached the
+ *    very directory it came from (a stack of dev/inode pairs). A tree
+ *    moved meanwhile stops the removal with ESTALE instead of letting it
+ *    go on wherever ".." leads;
+ *  - reads a directory's names in batches and works through a batch
+ *    before reading again, so that a directory with many subdirectories
+ *    is not read from its start again after each one (which made removing
+ *    20000 of them take 20 s). The names held are bounded; past the bound
+ *    a batch is one name.
  */
-static int rm_entry(int dir, dev_t dev, const char *name, int *descend,
-                    wr_error_t *err) {
+#define RM_BATCH 1024
+#define RM_NAMES_MAX (16u << 20)
+
+struct rm_frame {
+  dev_t dev;
+  ino_t ino;
+  char *names; /* the current batch, NUL-separated */
+  size_t len, next;
+};
+
+struct rm_walk {
+  struct rm_frame *stack;
+  size_t depth, cap;
+  dev_t dev;   /* the tree's filesystem */
+  size_t held; /* bytes of names in all batches */
+};
+
+static int rm_push(struct rm_walk *w, int fd, wr_error_t *err) {
+  struct rm_frame *f;
   struct stat st;
 
-  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return errno == ENOENT ? 0 : wr_error_set(err, errno, "stat `%s`", name);
-  if (!S_ISDIR(st.st_mode)) {
-    if (unlinkat(dir, name, 0) < 0 && errno != ENOENT)
-      return wr_error_set(err, errno, "unlink `%s`", name);
-    return 0;
+  if (fstat(fd, &st) < 0)
+    return wr_error_set(err, errno, "stat");
+  if (w->depth == w->cap) {
+    w->cap = w->cap ? w->cap * 2 : 64;
+    w->stack = xrealloc(w->stack, w->cap * sizeof(*w->stack));
   }
-  if (st.st_dev != dev)
-    return wr_error_set(err, EBUSY, "`%s` is a mount point", name);
-  if (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-    return 0;
-  if (errno != ENOTEMPTY && errno != EEXIST)
-    return wr_error_set(err, errno, "rmdir `%s`", name);
-  *descend = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (*descend < 0)
-    return wr_error_set(err, errno, "open `%s`", name);
+  f = &w->stack[w->depth++];
+  memset(f, 0, sizeof(*f));
+  f->dev = st.st_dev;
+  f->ino = st.st_ino;
   return 0;
 }
 
-/* Empty the directory `cur` (scan once); *child gets a subdirectory that
- * still has entries, or stays -1 when `cur` is now empty. */
-static int rm_scan(int cur, dev_t dev, int *child, wr_error_t *err) {
-  int dupfd = fcntl(cur, F_DUPFD_CLOEXEC, 0);
-  DIR *d;
-  struct dirent *de;
-  int r = 0;
+static void rm_drop_batch(struct rm_walk *w, struct rm_frame *f) {
+  w->held -= f->len;
+  free(f->names);
+  f->names = NULL;
+  f->len = f->next = 0;
+}
 
-  if (dupfd < 0)
-    return wr_error_set(err, errno, "dup");
-  d = fdopendir(dupfd);
-  if (d == NULL) {
-    close(dupfd);
-    return wr_error_set(err, errno, "opendir");
+/* Read the next batch of names of directory `cur` (from its start: what
+ * earlier batches named is gone by now). An empty batch means the
+ * directory is empty. */
+static int rm_fill(struct rm_walk *w, int cur, struct rm_frame *f,
+                   wr_error_t *err) {
+  int e = 0, dupfd = fcntl(cur, F_DUPFD_CLOEXEC, 0);
+  struct dirent *de;
+  size_t count = 0;
+  wr_buf_t b;
+  DIR *d;
+
+  rm_drop_batch(w, f);
+  if (dupfd < 0 || (d = fdopendir(dupfd)) == NULL) {
+    e = errno;
+    if (dupfd >= 0)
+      close(dupfd);
+    return wr_error_set(err, e, "read directory");
   }
   rewinddir(d);
-  while (*child < 0 && (de = readdir(d)) != NULL) {
+  wr_buf_init(&b);
+  while (count < RM_BATCH && (count == 0 || w->held + b.len < RM_NAMES_MAX)) {
+    errno = 0;
+    de = readdir(d);
+    if (de == NULL) {
+      e = errno;
+      break;
+    }
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
       continue;
-    r = rm_entry(cur, dev, de->d_name, child, err);
-    if (r < 0)
-      break;
+    wr_buf_append(&b, de->d_name, strlen(de->d_name) + 1);
+    count++;
   }
   closedir(d);
-  return r;
+  if (e != 0) {
+    wr_buf_free(&b);
+    return wr_error_set(err, e, "read directory");
+  }
+  f->names = wr_buf_steal(&b, &f->len);
+  w->held += f->len;
+  return 0;
 }
 
 /*
- * rm -rf without recursion (a hostile tree may be very deep): descend into
- * the first non-empty subdirectory, and climb back through ".." when a
- * directory is empty. Only used on trees no process is using any more.
+ * Remove one entry of `cur`: a non-directory is unlinked (a symlink is the
+ * link itself), an empty directory removed; a non-empty directory on the
+ * tree's filesystem is opened (O_NOFOLLOW) into *child for the walk to
+ * descend. An entry that vanished or changed kind is left for the next
+ * batch.
  */
+static int rm_entry(int cur, dev_t dev, const char *name, int *child,
+                    wr_error_t *err) {
+  struct stat st;
+  int fd;
+
+  if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return errno == ENOENT ? 0 : wr_error_set(err, errno, "stat `%s`", name);
+  if (!S_ISDIR(st.st_mode) && (unlinkat(cur, name, 0) == 0 || errno == ENOENT))
+    return 0;
+  if (!S_ISDIR(st.st_mode) && errno != EISDIR)
+    return wr_error_set(err, errno, "unlink `%s`", name);
+  if (st.st_dev != dev)
+    return wr_error_set(err, EBUSY, "`%s` is a mount point", name);
+  if (unlinkat(cur, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+    return 0;
+  if (errno != ENOTEMPTY && errno != EEXIST)
+    return wr_error_set(err, errno, "rmdir `%s`", name);
+  fd = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) /* swapped for a non-directory: the next batch unlinks it */
+    return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
+               ? 0
+               : wr_error_set(err, errno, "open `%s`", name);
+  if (fstat(fd, &st) < 0 || st.st_dev != dev) {
+    close(fd);
+    return wr_error_set(err, EBUSY, "`%s` is a mount point", name);
+  }
+  *child = fd;
+  return 0;
+}
+
+/* Climb from *cur to its parent, which must be the directory below it on
+ * the walk's stack. */
+static int rm_climb(struct rm_walk *w, int *cur, wr_error_t *err) {
+  const struct rm_frame *want = &w->stack[w->depth - 2];
+  struct stat st;
+  int up = openat(*cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+  if (up < 0)
+    return wr_error_set(err, errno, "open `..`");
+  if (fstat(up, &st) < 0 || st.st_dev != want->dev || st.st_ino != want->ino) {
+    close(up);
+    return wr_error_set(err, ESTALE, "the tree was moved while removing it");
+  }
+  close(*cur);
+  *cur = up;
+  rm_drop_batch(w, &w->stack[--w->depth]);
+  return 0;
+}
+
+/* One step of the walk: the next name of the current batch, a new batch,
+ * or, once the directory is empty, the climb to its parent. *done when
+ * the top directory is empty. */
+static int rm_step(struct rm_walk *w, int *cur, bool *done, wr_error_t *err) {
+  struct rm_frame *f = &w->stack[w->depth - 1];
+  const char *name;
+  int child = -1;
+
+  if (f->next >= f->len) {
+    if (rm_fill(w, *cur, f, err) < 0)
+      return -1;
+    if (f->len > 0)
+      return 0;
+    if (w->depth == 1) {
+      *done = true;
+      return 0;
+    }
+    return rm_climb(w, cur, err);
+  }
+  name = f->names + f->next;
+  f->next += strlen(name) + 1;
+  if (rm_entry(*cur, w->dev, name, &child, err) < 0)
+    return -1;
+  if (child < 0)
+    return 0;
+  close(*cur);
+  *cur = child;
+  return rm_push(w, child, err);
+}
+
+/* Empty the directory `name` of `dirfd` (as checked in `top`), then
+ * remove it. */
+static int rm_tree(int dirfd, const char *name, const struct stat *top,
+                   wr_error_t *err) {
+  struct rm_walk w = {.dev = top->st_dev};
+  _cleanup_close_ int cur = -1;
+  bool done = false;
+  int r;
+
+  cur = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (cur < 0)
+    return wr_error_set(err, errno, "open `%s`", name);
+  r = rm_push(&w, cur, err);
+  if (r == 0 &&
+      (w.stack[0].dev != top->st_dev || w.stack[0].ino != top->st_ino))
+    r = wr_error_set(err, ESTALE, "`%s` changed while removing it", name);
+  while (r == 0 && !done)
+    r = rm_step(&w, &cur, &done, err);
+  for (size_t i = 0; i < w.depth; i++)
+    free(w.stack[i].names);
+  free(w.stack);
+  if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    r = wr_error_set(err, errno, "rmdir `%s`", name);
+  return r;
+}
+
 int wr_rm_rf_at(int dirfd, const char *name, wr_error_t *err) {
   struct stat st;
-  int cur, depth = 0;
 
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return errno == ENOENT ? 0 : wr_error_set(err, errno, "stat `%s`", name);
@@ -205,33 +356,8 @@ int wr_rm_rf_at(int dirfd, const char *name, wr_error_t *err) {
       return wr_error_set(err, errno, "unlink `%s`", name);
     return 0;
   }
-  cur = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (cur < 0)
-    return wr_error_set(err, errno, "open `%s`", name);
-  for (;;) {
-    int child = -1;
-    if (rm_scan(cur, st.st_dev, &child, err) < 0) {
-      close(cur);
-      return wr_error_wrap(err, "remove `%s`", name);
-    }
-    if (child >= 0) {
-      close(cur);
-      cur = child;
-      depth++;
-      continue;
-    }
-    if (depth == 0)
-      break;
-    child = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    close(cur);
-    if (child < 0)
-      return wr_error_set(err, errno, "open `..` below `%s`", name);
-    cur = child;
-    depth--;
-  }
-  close(cur);
-  if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-    return wr_error_set(err, errno, "rmdir `%s`", name);
+  if (rm_tree(dirfd, name, &st, err) < 0)
+    return wr_error_wrap(err, "remove `%s`", name);
   return 0;
 }
 

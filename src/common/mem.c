@@ -57,6 +57,7 @@ void wr_closep(int *fd) {
     int saved = errno;
     close(*fd);
     errno = saved;
+    *fd = -1; /* a second call must not close a reused number */
   }
 }
 

@@ -27,6 +27,8 @@ struct wr_daemon_config {
   const char *cgroup_parent;
   enum wr_cgroup_mode cgroup_mode;
   const char *default_image; /* "base" */
+  uint64_t default_disk;     /* disk limit of sandboxes created without
+                                one, in bytes; 0: none */
 };
 
 struct wr_sandbox;

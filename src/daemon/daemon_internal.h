@@ -19,8 +19,9 @@ struct wr_sandbox_spec {
   uint64_t memory_bytes;
   double cpus;
   uint64_t pids;
-  char **env;     /* "K=V" */
-  json_t *labels; /* object of strings */
+  uint64_t disk_bytes; /* 0: no disk limit */
+  char **env;          /* "K=V" */
+  json_t *labels;      /* object of strings */
   char *workdir;
 };
 
@@ -50,7 +51,8 @@ struct wr_sandbox {
   uv_poll_t pidfd_poll; /* readable when warren-init exits */
   bool pidfd_polling;
   struct wr_initconn *conn;
-  int rootfd; /* O_PATH fd of the merged root, or -1 */
+  int rootfd;         /* O_PATH fd of the merged root, or -1 */
+  int retired_rootfd; /* an old rootfd, now /dev/null, until freed */
 
   /* A lifecycle operation (create, start, stop, rm, pause) is running on a
    * worker thread or waiting for init to exit; others get 409 busy. */

@@ -104,6 +104,7 @@ struct fjob {
   struct wr_file_info *list;
   size_t nlist;
   bool truncated;
+  char *text; /* a serialised reply */
   int fd;
   struct upload *upload; /* PUT files: the upload being prepared */
 };
@@ -115,6 +116,7 @@ static void fjob_free(struct fjob *j) {
     close(j->fd);
   free(j->path);
   free(j->to);
+  free(j->text);
   wr_sandbox_unref(j->sb);
   free(j);
 }
@@ -195,29 +197,38 @@ void wr_api_files_stat(wr_http_req_t *req, void *ctx) {
     wr_job_queue(j->sb->d, &j->job);
 }
 
+/*
+ * A listing may hold 100000 entries, several megabytes of JSON: it is
+ * built and serialised here, on the worker thread, because doing that on
+ * the loop stalls every other client for a good part of a second.
+ */
 static void list_work(struct wr_job *job) {
   struct fjob *j = job->arg;
+  _cleanup_free_ char *norm = NULL, *text = NULL;
+  _cleanup_json_ json_t *body = NULL;
+  json_t *arr;
 
   job->result = wr_files_list(&j->fc, j->path, j->depth, j->limit, &j->list,
                               &j->nlist, &j->truncated, &job->err);
+  if (job->result < 0)
+    return;
+  norm = wr_path_normalize(j->path);
+  arr = json_array();
+  for (size_t i = 0; i < j->nlist; i++)
+    json_array_append_new(arr, info_json(&j->list[i]));
+  body = json_pack("{s:o,s:o,s:b}", "path", wr_json_string_lossy(norm),
+                   "entries", arr, "truncated", j->truncated);
+  text = wr_json_dumps(body);
+  j->text = xasprintf("%s\n", text);
 }
 
 static void list_done(struct wr_job *job) {
   struct fjob *j = job->arg;
-  json_t *arr;
 
-  if (job->result < 0) {
+  if (job->result < 0)
     wr_reply_err(j->req, &job->err);
-  } else {
-    _cleanup_free_ char *norm = wr_path_normalize(j->path);
-    arr = json_array();
-    for (size_t i = 0; i < j->nlist; i++)
-      json_array_append_new(arr, info_json(&j->list[i]));
-    wr_http_reply_json(j->req, 200,
-                       json_pack("{s:o,s:o,s:b}", "path",
-                                 wr_json_string_lossy(norm), "entries", arr,
-                                 "truncated", j->truncated));
-  }
+  else
+    wr_http_reply_json_text(j->req, 200, j->text, strlen(j->text));
   fjob_free(j);
 }
 
@@ -390,8 +401,13 @@ struct download {
 
 static void download_next(struct download *dl);
 
-static void download_finish(struct download *dl) {
-  wr_http_stream_end(dl->j->req);
+/* A read that failed half way aborts the reply: a file cut short must not
+ * look complete to the client. */
+static void download_finish(struct download *dl, bool failed) {
+  if (failed)
+    wr_http_stream_abort(dl->j->req);
+  else
+    wr_http_stream_end(dl->j->req);
   fjob_free(dl->j);
   free(dl);
 }
@@ -405,7 +421,7 @@ static void on_download_read(uv_fs_t *fs) {
   if (n <= 0 || dl->aborted) {
     if (n < 0)
       wr_warn("read %s: %s", dl->j->path, uv_strerror((int)n));
-    download_finish(dl);
+    download_finish(dl, n < 0);
     return;
   }
   if (wr_http_stream_write(dl->j->req, dl->buf, (size_t)n) >
@@ -424,7 +440,7 @@ static void download_next(struct download *dl) {
   if (uv_fs_read(dl->j->sb->d->loop, &dl->fs, dl->j->fd, &b, 1, -1,
                  on_download_read) < 0) {
     dl->reading = false;
-    download_finish(dl);
+    download_finish(dl, true);
   }
 }
 
@@ -445,7 +461,7 @@ static void on_download_abort(wr_http_req_t *req, void *arg) {
   dl->aborted = true;
   if (dl->waiting_drain) {
     dl->waiting_drain = false;
-    download_finish(dl);
+    download_finish(dl, true);
   }
 }
 
@@ -681,7 +697,7 @@ struct tarpipe {
   struct fjob *j;
   uv_poll_t poll;
   int fd; /* our end */
-  bool polling, poll_init;
+  bool polling, poll_init, poll_closing, poll_closed, freed;
   bool job_done, pipe_done;
   bool aborted, waiting_drain;
   int job_result;
@@ -693,30 +709,25 @@ struct tarpipe {
   int body_status;
 };
 
-static void tarpipe_closed(uv_handle_t *h) {
+static void tarpipe_poll_closed(uv_handle_t *h) {
   struct tarpipe *tp = h->data;
 
-  wr_buf_free(&tp->pending);
-  free(tp);
-}
-
-static void tarpipe_free(struct tarpipe *tp) {
-  if (tp->fd >= 0)
-    close(tp->fd);
-  tp->fd = -1;
-  fjob_free(tp->j);
-  if (tp->poll_init) {
-    uv_close((uv_handle_t *)&tp->poll, tarpipe_closed);
-    return;
+  tp->poll_closed = true;
+  if (tp->freed) {
+    wr_buf_free(&tp->pending);
+    free(tp);
   }
-  wr_buf_free(&tp->pending);
-  free(tp);
 }
 
+/* Stop watching our end of the pipe and close it: the handle first (uv_close
+ * takes the fd out of epoll), then the fd. Closing the fd first would let
+ * libuv later remove whatever reused its number, such as another sandbox's
+ * control socket. */
 static void tarpipe_stop(struct tarpipe *tp) {
-  if (tp->polling) {
-    tp->polling = false;
-    uv_poll_stop(&tp->poll);
+  tp->polling = false;
+  if (tp->poll_init && !tp->poll_closing) {
+    tp->poll_closing = true;
+    uv_close((uv_handle_t *)&tp->poll, tarpipe_poll_closed);
   }
   if (tp->fd >= 0) {
     close(tp->fd);
@@ -724,12 +735,27 @@ static void tarpipe_stop(struct tarpipe *tp) {
   }
 }
 
+/* The request is over; tp goes once its handle is closed. */
+static void tarpipe_free(struct tarpipe *tp) {
+  tarpipe_stop(tp);
+  fjob_free(tp->j);
+  tp->j = NULL;
+  tp->freed = true;
+  if (!tp->poll_init || tp->poll_closed) {
+    wr_buf_free(&tp->pending);
+    free(tp);
+  }
+}
+
 static void download_tar_maybe_end(struct tarpipe *tp) {
   if (!tp->job_done || !tp->pipe_done)
     return;
-  if (tp->job_result < 0)
+  if (tp->job_result < 0) {
     wr_warn("archive of %s: %s", tp->j->path, tp->err.msg);
-  wr_http_stream_end(tp->j->req);
+    wr_http_stream_abort(tp->j->req);
+  } else {
+    wr_http_stream_end(tp->j->req);
+  }
   tarpipe_free(tp);
 }
 
@@ -832,6 +858,15 @@ static void archive_stat_done(struct wr_job *job) {
 
   if (job->result < 0) {
     wr_reply_err(j->req, &job->err);
+    fjob_free(j);
+    return;
+  }
+  /* Known before the first byte: once the stream has begun, an error can
+   * only cut it off. */
+  if (j->info.type == 's' || j->info.type == 'c' || j->info.type == 'b') {
+    wr_http_reply_error(j->req, 400, "bad_request",
+                        "`%s` is a socket or a device node: not archived",
+                        j->path);
     fjob_free(j);
     return;
   }

@@ -30,6 +30,8 @@ static const char usage[] =
     "  --init PATH        warren-init binary (default: next to warrend)\n"
     "  --cgroup V         cgroup layout: auto, v1 or v2 (default auto)\n"
     "  --cgroup-parent P  cgroup below which sandboxes live (default warren)\n"
+    "  --default-disk SIZE  disk limit of sandboxes created without one,\n"
+    "                     like 10g (default: none); clients cannot opt out\n"
     "  --log-level L      error, warn, info or debug (default info)\n"
     "  --log-json         log one JSON object per line\n"
     "  -h, --help         show this help\n";
@@ -60,6 +62,27 @@ static enum wr_cgroup_mode parse_cgroup(const char *s) {
   return WR_CGROUP_AUTO;
 }
 
+static uint64_t parse_disk(const char *s) {
+  uint64_t bytes;
+  wr_error_t err;
+
+  if (wr_parse_size(s, &bytes, &err) < 0)
+    die_usage("invalid size for --default-disk", s);
+  if (bytes < WR_DISK_MIN)
+    die_usage("--default-disk must be at least 16m, not", s);
+  return bytes;
+}
+
+/* A default disk limit the host cannot enforce is a configuration error,
+ * not something to find out at the first create. */
+static int check_default_disk(const struct wr_daemon *d, wr_error_t *err) {
+  if (d->cfg.default_disk == 0 || wr_rt_can_limit(d->rt, "disk"))
+    return 0;
+  return wr_error_setx(err, ENOTSUP,
+                       "--default-disk: this host cannot limit disk (it "
+                       "needs mkfs.ext4 from e2fsprogs and /dev/loop-control)");
+}
+
 /* warren-init next to this binary, or in ../lib/warren when installed. */
 static char *default_init_path(void) {
   char self[PATH_MAX];
@@ -86,6 +109,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"init", required_argument, NULL, 'i'},
       {"cgroup", required_argument, NULL, 'c'},
       {"cgroup-parent", required_argument, NULL, 'p'},
+      {"default-disk", required_argument, NULL, 'D'},
       {"log-level", required_argument, NULL, 'L'},
       {"log-json", no_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},
@@ -112,6 +136,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'p':
       cfg->cgroup_parent = optarg;
+      break;
+    case 'D':
+      cfg->default_disk = parse_disk(optarg);
       break;
     case 'L':
       *level = parse_level(optarg);
@@ -175,6 +202,7 @@ int main(int argc, char **argv) {
   /* Blocking jobs (mounts, clone, tar streams) share the threadpool. */
   setenv("UV_THREADPOOL_SIZE", "16", 0);
   if (wr_daemon_init(&daemon_state, loop, &cfg, &err) < 0 ||
+      check_default_disk(&daemon_state, &err) < 0 ||
       wr_daemon_recover(&daemon_state, &err) < 0 ||
       wr_daemon_listen(&daemon_state, &err) < 0) {
     wr_err("%s", err.msg);

@@ -199,10 +199,11 @@ static void out_close(struct wr_outsrc *o) {
   if (!o->open)
     return;
   o->open = false;
-  uv_poll_stop(&o->poll);
+  /* The handle first: uv_close takes the fd out of epoll. Closing the fd
+   * first would let libuv later remove whatever reused its number. */
+  close_handle(o->p, (uv_handle_t *)&o->poll);
   close(o->fd);
   o->fd = -1;
-  close_handle(o->p, (uv_handle_t *)&o->poll);
 }
 
 /* Read what is there now (non-blocking); close on EOF or error. */
@@ -277,11 +278,11 @@ static void in_close(struct wr_inwriter *in) {
   if (!in->open)
     return;
   in->open = false;
-  if (in->polling)
-    uv_poll_stop(&in->poll);
+  in->polling = false;
+  close_handle(in->p,
+               (uv_handle_t *)&in->poll); /* before the fd: see out_close */
   close(in->fd);
   in->fd = -1;
-  close_handle(in->p, (uv_handle_t *)&in->poll);
 }
 
 static void in_flush(struct wr_inwriter *in);

@@ -65,6 +65,8 @@ static void sandbox_free(struct wr_sandbox *sb) {
   wr_procs_free_all(sb);
   if (sb->rootfd >= 0)
     close(sb->rootfd);
+  if (sb->retired_rootfd >= 0)
+    close(sb->retired_rootfd);
   spec_free(&sb->spec);
   free(sb->id);
   free(sb->name);
@@ -117,6 +119,7 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
       .memory_bytes = sb->spec.memory_bytes,
       .cpus = sb->spec.cpus,
       .pids = sb->spec.pids,
+      .disk_bytes = sb->spec.disk_bytes,
   };
 }
 
@@ -125,6 +128,14 @@ int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err) {
 
   if (sb->rootfd >= 0)
     return sb->rootfd;
+  /* Mounting it here (on the loop thread) while a job makes or removes
+   * it would wait for that job, or bring back what rm is taking away. */
+  if (sb->state == WR_SB_CREATING)
+    return wr_error_setx(err, EBUSY, "sandbox `%s` is being created", sb->name);
+  if (sb->removed || sb->removing ||
+      (sb->busy != NULL && strcmp(sb->busy, "removing") == 0))
+    return wr_error_setx(err, ENOENT, "sandbox `%s` is being removed",
+                         sb->name);
   wr_sandbox_rt_spec(sb, &spec);
   sb->rootfd = wr_rt_open_root(sb->d->rt, &spec, err);
   return sb->rootfd;
@@ -150,12 +161,16 @@ static json_t *time_json(int64_t ms) {
   return json_string(buf);
 }
 
+static json_t *size_or_null(uint64_t bytes) {
+  return bytes ? json_integer((json_int_t)bytes) : json_null();
+}
+
 static json_t *limits_json(const struct wr_sandbox_spec *s) {
-  return json_pack(
-      "{s:o,s:o,s:o}", "memory_bytes",
-      s->memory_bytes ? json_integer((json_int_t)s->memory_bytes) : json_null(),
-      "cpus", s->cpus > 0 ? json_real(s->cpus) : json_null(), "pids",
-      s->pids ? json_integer((json_int_t)s->pids) : json_null());
+  return json_pack("{s:o,s:o,s:o,s:o}", "memory_bytes",
+                   size_or_null(s->memory_bytes), "cpus",
+                   s->cpus > 0 ? json_real(s->cpus) : json_null(), "pids",
+                   s->pids ? json_integer((json_int_t)s->pids) : json_null(),
+                   "disk_bytes", size_or_null(s->disk_bytes));
 }
 
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
@@ -179,8 +194,9 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
 /* The spec as stored: enough to rebuild the sandbox after a restart. */
 static char *spec_to_json(const struct wr_sandbox_spec *s) {
   _cleanup_json_ json_t *j = json_pack(
-      "{s:I,s:f,s:I,s:o,s:O,s:s}", "memory_bytes", (json_int_t)s->memory_bytes,
-      "cpus", s->cpus, "pids", (json_int_t)s->pids, "env", env_json(s->env),
+      "{s:I,s:f,s:I,s:I,s:o,s:O,s:s}", "memory_bytes",
+      (json_int_t)s->memory_bytes, "cpus", s->cpus, "pids", (json_int_t)s->pids,
+      "disk_bytes", (json_int_t)s->disk_bytes, "env", env_json(s->env),
       "labels", s->labels, "workdir", s->workdir);
 
   return wr_json_dumps(j);
@@ -189,13 +205,14 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
 static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
                           wr_error_t *err) {
   _cleanup_json_ json_t *j = NULL;
-  int64_t mem = 0, pids = 0;
+  int64_t mem = 0, pids = 0, disk = 0;
   json_t *env = NULL, *labels = NULL;
   const char *workdir = "/";
   struct wr_json_field f[] = {
       {"memory_bytes", WR_JSON_INT, &mem, false, NULL},
       {"cpus", WR_JSON_NUMBER, &s->cpus, false, NULL},
       {"pids", WR_JSON_INT, &pids, false, NULL},
+      {"disk_bytes", WR_JSON_INT, &disk, false, NULL},
       {"env", WR_JSON_OBJECT, &env, false, NULL},
       {"labels", WR_JSON_OBJECT, &labels, false, NULL},
       {"workdir", WR_JSON_STRING, &workdir, false, NULL},
@@ -204,8 +221,11 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
   if (wr_json_parse_object(text, strlen(text), true, &j, err) < 0 ||
       wr_json_unpack(j, f, WR_ARRAY_SIZE(f), err) < 0)
     return -1;
+  if (mem < 0 || pids < 0 || disk < 0)
+    return wr_error_setx(err, EINVAL, "negative limit in the stored spec");
   s->memory_bytes = (uint64_t)mem;
   s->pids = (uint64_t)pids;
+  s->disk_bytes = (uint64_t)disk;
   if (env != NULL && wr_json_env(env, "env", &s->env, err) < 0)
     return -1;
   if (s->env == NULL)
@@ -370,7 +390,7 @@ static void create_done(struct wr_job *job) {
 
 struct create_req {
   const char *name, *image, *workdir;
-  uint64_t memory;
+  uint64_t memory, disk;
   double cpus;
   int64_t pids;
   json_t *env, *labels;
@@ -393,6 +413,19 @@ static int check_labels(const json_t *labels, wr_error_t *err) {
   return 0;
 }
 
+/* No disk limit (0) is a choice only when the daemon has no default: a
+ * default set by the operator is also a rule for clients. */
+static int check_disk(struct wr_daemon *d, const struct create_req *c,
+                      wr_error_t *err) {
+  if (c->disk == 0 && d->cfg.default_disk > 0)
+    return wr_error_setx(err, EINVAL,
+                         "disk must be at least 16 MiB: every sandbox of this "
+                         "daemon has a disk limit");
+  if (c->disk == 0)
+    return 0;
+  return wr_rt_check_disk(d->rt, c->disk, err);
+}
+
 static int check_limits(struct wr_daemon *d, const struct create_req *c,
                         wr_error_t *err) {
   if (c->memory != 0 && c->memory < (4u << 20))
@@ -413,7 +446,7 @@ static int check_limits(struct wr_daemon *d, const struct create_req *c,
   if (c->pids && !wr_rt_can_limit(d->rt, "pids"))
     return wr_error_setx(err, EINVAL,
                          "this host cannot limit pids (no pids controller)");
-  return 0;
+  return check_disk(d, c, err);
 }
 
 static int check_create(struct wr_daemon *d, const struct create_req *c,
@@ -438,7 +471,7 @@ sandbox_new(struct wr_daemon *d, const struct create_req *c, wr_error_t *err) {
   struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
 
   sb->d = d;
-  sb->rootfd = -1;
+  sb->rootfd = sb->retired_rootfd = -1;
   sb->inst.pidfd = sb->inst.ctl = -1;
   do {
     free(sb->id);
@@ -449,6 +482,7 @@ sandbox_new(struct wr_daemon *d, const struct create_req *c, wr_error_t *err) {
   sb->spec.memory_bytes = c->memory;
   sb->spec.cpus = c->cpus;
   sb->spec.pids = (uint64_t)c->pids;
+  sb->spec.disk_bytes = c->disk;
   sb->spec.workdir = xstrdup(c->workdir);
   sb->spec.labels = c->labels ? json_deep_copy(c->labels) : json_object();
   sb->state = WR_SB_CREATING;
@@ -507,14 +541,17 @@ static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
 
 void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
-  struct create_req c = {
-      .image = d->cfg.default_image, .workdir = "/", .start = true};
+  struct create_req c = {.image = d->cfg.default_image,
+                         .workdir = "/",
+                         .disk = d->cfg.default_disk,
+                         .start = true};
   struct wr_json_field f[] = {
       {"name", WR_JSON_STRING, &c.name, false, NULL},
       {"image", WR_JSON_STRING, &c.image, false, NULL},
       {"memory", WR_JSON_SIZE, &c.memory, false, NULL},
       {"cpus", WR_JSON_NUMBER, &c.cpus, false, NULL},
       {"pids", WR_JSON_INT, &c.pids, false, NULL},
+      {"disk", WR_JSON_SIZE, &c.disk, false, NULL},
       {"env", WR_JSON_OBJECT, &c.env, false, NULL},
       {"labels", WR_JSON_OBJECT, &c.labels, false, NULL},
       {"workdir", WR_JSON_STRING, &c.workdir, false, NULL},
@@ -801,12 +838,34 @@ static void remove_done(struct wr_job *job) {
   sb_job_end(j);
 }
 
+/*
+ * Let go of the root before it is unmounted. Files API jobs on worker
+ * threads borrow sb->rootfd (they hold a reference to sb, not to the fd):
+ * closing it under them would free its number for the next open, which
+ * may be another sandbox's root, and a tar upload still running would
+ * write its entries there. So the number stays taken until the sandbox is
+ * freed, after the last job, pointed at /dev/null (no path resolves below
+ * it: ENOTDIR) so that it does not keep the root mounted. Should that
+ * fail, it keeps pointing at this sandbox's own root: the unmount is then
+ * lazy, which is slower to free, not unsafe.
+ */
+static void retire_rootfd(struct wr_sandbox *sb) {
+  _cleanup_close_ int null = -1;
+
+  if (sb->rootfd < 0)
+    return;
+  if (sb->retired_rootfd >= 0)
+    close(sb->retired_rootfd);
+  sb->retired_rootfd = sb->rootfd;
+  sb->rootfd = -1;
+  null = open("/dev/null", O_PATH | O_CLOEXEC);
+  if (null < 0 || dup3(null, sb->retired_rootfd, O_CLOEXEC) < 0)
+    wr_warn("sandbox %s: retire its root fd: %s", sb->name, strerror(errno));
+}
+
 static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
   sb->removing = false;
-  if (sb->rootfd >= 0) {
-    close(sb->rootfd);
-    sb->rootfd = -1;
-  }
+  retire_rootfd(sb);
   wr_job_queue(sb->d,
                &sb_job_new(sb, req, "removing", remove_work, remove_done)->job);
 }
@@ -887,7 +946,7 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
   int state = state_from_name(rec->state);
 
   sb->d = d;
-  sb->rootfd = -1;
+  sb->rootfd = sb->retired_rootfd = -1;
   sb->inst.pidfd = sb->inst.ctl = -1;
   sb->id = xstrdup(rec->id);
   sb->name = xstrdup(rec->name);

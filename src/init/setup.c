@@ -268,15 +268,25 @@ static int drop_bounding(uint64_t keep, wr_error_t *err) {
   return 0;
 }
 
-/* Raw capget/capset: init links nothing but libc. */
-static int clear_inheritable(wr_error_t *err) {
+/*
+ * Joining the user namespace gave init every capability in it; keep in
+ * the permitted and effective sets only those in keep, and none in the
+ * inheritable set. Init then holds nothing its processes could not get,
+ * and neither does a child of init between fork and exec. Raw
+ * capget/capset: init links nothing but libc.
+ */
+static int trim_sets(uint64_t keep, wr_error_t *err) {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 
   if (syscall(SYS_capget, &hdr, data) < 0)
     return wr_error_set(err, errno, "capget");
-  for (size_t i = 0; i < WR_ARRAY_SIZE(data); i++)
+  for (size_t i = 0; i < WR_ARRAY_SIZE(data); i++) {
+    uint32_t mask = (uint32_t)(keep >> (32 * i));
+    data[i].permitted &= mask;
+    data[i].effective &= mask;
     data[i].inheritable = 0;
+  }
   if (syscall(SYS_capset, &hdr, data) < 0)
     return wr_error_set(err, errno, "capset");
   return 0;
@@ -289,7 +299,7 @@ static int drop_caps(uint64_t keep, wr_error_t *err) {
     return -1;
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
     return wr_error_set(err, errno, "clear ambient capabilities");
-  return clear_inheritable(err);
+  return trim_sets(keep, err);
 }
 
 static int set_no_new_privs(wr_error_t *err) {

@@ -81,33 +81,49 @@ static int install_stdio(const struct child_plan *p, const char **stage) {
   return 0;
 }
 
+/*
+ * Close every fd of init's but the report pipe, which moves to 3 and is
+ * close-on-exec. Closed, not only marked close-on-exec: the cwd and the
+ * program's path come from the client, and through /proc/self/fd/N they
+ * could otherwise reach whatever init holds until execve.
+ */
+static int close_init_fds(int *report_fd) {
+  if (*report_fd != 3) {
+    if (dup3(*report_fd, 3, O_CLOEXEC) < 0)
+      return -1;
+    *report_fd = 3;
+  }
+  return close_range(4, ~0U, 0);
+}
+
 /* The steps between fork and exec, in the order that lets each one work:
  * the session before the controlling tty, groups and gid while still
- * root, uid last. Every fd above 2 is marked CLOEXEC, so the report pipe
- * stays open until execve and nothing of init's reaches the program. */
+ * root, uid last. The report pipe stays open until execve, and nothing
+ * of init's reaches the program. */
 static _Noreturn void run_child(const struct child_plan *p) {
   const struct wr_init_spawn *req = p->req;
+  int report_fd = p->report_fd;
   const char *stage;
 
   reset_signals();
   if (setsid() < 0)
-    child_fail(p->report_fd, "setsid");
+    child_fail(report_fd, "setsid");
   if (install_stdio(p, &stage) < 0)
-    child_fail(p->report_fd, stage);
-  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-    child_fail(p->report_fd, "fds");
+    child_fail(report_fd, stage);
+  if (close_init_fds(&report_fd) < 0)
+    child_fail(report_fd, "fds");
   if (setgroups(req->ngroups, (const gid_t *)req->groups) < 0)
-    child_fail(p->report_fd, "setgroups");
+    child_fail(report_fd, "setgroups");
   if (setresgid(req->gid, req->gid, req->gid) < 0)
-    child_fail(p->report_fd, "setgid");
+    child_fail(report_fd, "setgid");
   if (setresuid(req->uid, req->uid, req->uid) < 0)
-    child_fail(p->report_fd, "setuid");
+    child_fail(report_fd, "setuid");
   if (chdir(req->cwd) < 0)
-    child_fail(p->report_fd, "chdir");
+    child_fail(report_fd, "chdir");
   /* execvp searches the PATH of the environment it runs in. */
   environ = (char **)req->env;
   execvp(req->argv[0], (char *const *)req->argv);
-  child_fail(p->report_fd, "exec");
+  child_fail(report_fd, "exec");
 }
 
 /* ---- the parent ------------------------------------------------------- */

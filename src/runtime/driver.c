@@ -1,16 +1,18 @@
 /*
  * The ns driver's entry points: prepare, start, stop, freeze, remove and
  * re-attach sandboxes, each a short pipeline over the steps in userns.c,
- * mount.c, cgroup*.c, seccomp.c and spawn.c.
+ * mount.c, disk.c, cgroup*.c, seccomp.c and spawn.c.
  */
 #include "runtime/runtime_internal.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 
@@ -55,6 +57,8 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   rt->init_memfd = -1;
   rt->root = xstrdup(cfg->root);
   rt->sandboxes_dir = xasprintf("%s/sandboxes", cfg->root);
+  rt->mkfs_path = wr_disk_find_mkfs();
+  rt->loop_ok = wr_disk_supported();
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
       (rt->init_memfd = load_init(cfg->init_path, err)) < 0 ||
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
@@ -76,6 +80,7 @@ void wr_rt_free(struct wr_runtime *rt) {
   wr_cgroup_fini(&rt->cg);
   free(rt->root);
   free(rt->sandboxes_dir);
+  free(rt->mkfs_path);
   free(rt);
 }
 
@@ -90,7 +95,37 @@ bool wr_rt_can_limit(const struct wr_runtime *rt, const char *what) {
     return rt->cg.available[WR_CG_PIDS];
   if (strcmp(what, "cpus") == 0)
     return rt->cg.available[WR_CG_CPU];
+  if (strcmp(what, "disk") == 0)
+    return rt->mkfs_path != NULL && rt->loop_ok;
   return false;
+}
+
+/* The image is sparse, so this only refuses what can never fit; many
+ * sandboxes together may still promise more than the host has (see
+ * docs/isolation.md). */
+int wr_rt_check_disk(const struct wr_runtime *rt, uint64_t bytes,
+                     wr_error_t *err) {
+  char want[32], have[32];
+  struct statvfs st;
+  uint64_t avail;
+
+  if (!wr_rt_can_limit(rt, "disk"))
+    return wr_error_setx(err, EINVAL, "this host cannot limit disk (%s)",
+                         rt->mkfs_path == NULL ? "no mkfs.ext4: install "
+                                                 "e2fsprogs"
+                                               : "no /dev/loop-control");
+  wr_format_size(bytes, want, sizeof(want));
+  if (bytes < WR_DISK_MIN)
+    return wr_error_setx(err, EINVAL, "disk must be at least 16 MiB, not %s",
+                         want);
+  if (statvfs(rt->sandboxes_dir, &st) < 0)
+    return wr_error_set(err, errno, "statvfs `%s`", rt->sandboxes_dir);
+  avail = (uint64_t)st.f_bavail * st.f_frsize;
+  wr_format_size(avail, have, sizeof(have));
+  if (bytes > avail)
+    return wr_error_setx(
+        err, EINVAL, "disk %s is more than the host has free (%s)", want, have);
+  return 0;
 }
 
 char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id) {
@@ -108,15 +143,28 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t owner,
   return 0;
 }
 
+/* With a disk limit: the image (formatted when the sandbox is created;
+ * later it must exist, or the sandbox's files are gone) mounted at
+ * DIR/disk. */
+static int ensure_disk(const struct wr_runtime *rt, const struct wr_rt_spec *s,
+                       const char *dir, bool create, wr_error_t *err) {
+  if (create && wr_disk_create(dir, s->disk_bytes, wr_rt_id_base(s->slot),
+                               rt->mkfs_path, err) < 0)
+    return -1;
+  return wr_disk_mount(dir, err);
+}
+
+/* The sandbox's layers (in the disk image's filesystem when it has a disk
+ * limit) and the mount point of its root. */
 static int make_dirs(const struct wr_runtime *rt, const struct wr_rt_spec *s,
+                     const char *dir, const char *layers, bool create,
                      wr_error_t *err) {
-  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, s->id);
-  _cleanup_free_ char *upper = xasprintf("%s/upper", dir);
-  _cleanup_free_ char *work = xasprintf("%s/work", dir);
+  _cleanup_free_ char *upper = xasprintf("%s/upper", layers);
+  _cleanup_free_ char *work = xasprintf("%s/work", layers);
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
 
-  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-    return wr_error_set(err, errno, "mkdir `%s`", dir);
+  if (s->disk_bytes > 0 && ensure_disk(rt, s, dir, create, err) < 0)
+    return -1;
   if (mkdir_owned(upper, 0755, wr_rt_id_base(s->slot), err) < 0 ||
       mkdir_owned(work, 0700, 0, err) < 0 ||
       mkdir_owned(rootfs, 0755, 0, err) < 0)
@@ -158,14 +206,51 @@ static int seed_root(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
   return 0;
 }
 
+/*
+ * One mount or unmount of a sandbox's root at a time. After a reboot, a
+ * start on a worker thread and a files API call on the loop thread may
+ * both find the root unmounted; two attachments of one disk image would be
+ * two filesystems on it, and two overlays would share one upper layer. An
+ * flock on the sandbox's directory serialises them (and rm against both).
+ */
+static int lock_dir(const char *dir, wr_error_t *err) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", dir);
+  while (flock(fd, LOCK_EX) < 0) {
+    if (errno != EINTR) {
+      int e = errno;
+      close(fd);
+      return wr_error_set(err, e, "lock `%s`", dir);
+    }
+  }
+  return fd;
+}
+
+/* Mount what is missing, the disk image before the overlay on it. A
+ * mounted root is left alone: its disk is in use even if someone unmounted
+ * DIR/disk, and mounting the image again would be a second filesystem on
+ * it. Only `create` (when the sandbox is made) makes its directory and
+ * formats a new image; later, a missing directory or image is an error,
+ * never an empty sandbox. */
 static int ensure_mounted(const struct wr_runtime *rt,
                           const struct wr_rt_spec *s, int userns_fd,
-                          wr_error_t *err) {
+                          bool create, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, s->id);
+  _cleanup_free_ char *layers =
+      s->disk_bytes > 0 ? wr_disk_layers_dir(dir) : xstrdup(dir);
+  _cleanup_close_ int lock = -1;
 
-  if (make_dirs(rt, s, err) < 0)
+  if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return wr_error_set(err, errno, "mkdir `%s`", dir);
+  if ((lock = lock_dir(dir, err)) < 0)
     return -1;
-  return wr_rootfs_mount(dir, s->image_dir, userns_fd, err);
+  if (wr_rootfs_is_mounted(dir))
+    return 0;
+  if (make_dirs(rt, s, dir, layers, create, err) < 0)
+    return -1;
+  return wr_rootfs_mount(dir, layers, s->image_dir, userns_fd, err);
 }
 
 /* Mount the root with an id-mapped image and write the files that name the
@@ -174,7 +259,7 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                       int userns, wr_error_t *err) {
   _cleanup_close_ int rootfd = -1;
 
-  if (ensure_mounted(rt, spec, userns, err) < 0)
+  if (ensure_mounted(rt, spec, userns, true, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0)
@@ -200,7 +285,7 @@ int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   if (!wr_rootfs_is_mounted(dir)) {
     _cleanup_close_ int userns = -1;
     if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-        ensure_mounted(rt, spec, userns, err) < 0)
+        ensure_mounted(rt, spec, userns, false, err) < 0)
       return -1;
   }
   fd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -376,7 +461,7 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   _cleanup_close_ int userns = -1;
 
   if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-      ensure_mounted(rt, spec, userns, err) < 0)
+      ensure_mounted(rt, spec, userns, false, err) < 0)
     return wr_error_wrap(err, "start sandbox `%s`", spec->id);
   return start_in(rt, spec, userns, inst, err);
 }
@@ -428,12 +513,20 @@ int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err) {
 
 int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  _cleanup_close_ int lock = lock_dir(dir, NULL);
 
-  if (wr_rt_cleanup(rt, id, err) < 0 || wr_rootfs_umount(dir, err) < 0)
+  if (wr_rt_cleanup(rt, id, err) < 0 || wr_rootfs_umount(dir, err) < 0 ||
+      wr_disk_umount(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
   if (wr_rm_rf(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
   return 0;
+}
+
+static bool ctl_hung_up(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 int wr_rt_reattach(struct wr_runtime *rt, const char *id,
@@ -460,6 +553,14 @@ int wr_rt_reattach(struct wr_runtime *rt, const char *id,
   if (inst->pidfd < 0) {
     wr_closep(&inst->ctl);
     return wr_error_set(err, errno, "pidfd_open %d", (int)cred.pid);
+  }
+  /* If init died between connect and pidfd_open, its pid may already name
+   * another process. Init's death hangs up our connection first, so a live
+   * connection now proves the pidfd is init's. */
+  if (ctl_hung_up(inst->ctl)) {
+    wr_closep(&inst->pidfd);
+    wr_closep(&inst->ctl);
+    return wr_error_setx(err, ECONNREFUSED, "warren-init exited");
   }
   inst->start_time = wr_rt_proc_start_time(inst->pid);
   return 0;

@@ -416,141 +416,6 @@ int wr_files_move(const struct wr_files_ctx *c, const char *from,
 
 /* ---- remove ----------------------------------------------------------- */
 
-/* The directories from the top of a removal down to the current one. */
-struct rm_walk {
-  struct rm_dir {
-    dev_t dev;
-    ino_t ino;
-  } * stack;
-  size_t depth, cap;
-};
-
-static int rm_push(struct rm_walk *w, int fd, wr_error_t *err) {
-  struct stat st;
-
-  if (fstat(fd, &st) < 0)
-    return wr_error_set(err, errno, "stat");
-  if (w->depth == w->cap) {
-    w->cap = w->cap ? w->cap * 2 : 64;
-    w->stack = xrealloc(w->stack, w->cap * sizeof(*w->stack));
-  }
-  w->stack[w->depth].dev = st.st_dev;
-  w->stack[w->depth].ino = st.st_ino;
-  w->depth++;
-  return 0;
-}
-
-/*
- * Remove one entry of `cur`: a non-directory is unlinked (a symlink is the
- * link itself), an empty directory removed; a non-empty directory on the
- * same filesystem is opened (O_NOFOLLOW) into *child for the walk to
- * descend. A mount point is an error.
- */
-static int rm_entry(int cur, dev_t dev, const char *name, int *child,
-                    wr_error_t *err) {
-  struct stat st;
-  int fd;
-
-  if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return errno == ENOENT ? 0 : wr_error_set(err, errno, "stat `%s`", name);
-  if (!S_ISDIR(st.st_mode) && (unlinkat(cur, name, 0) == 0 || errno == ENOENT))
-    return 0;
-  if (!S_ISDIR(st.st_mode) && errno != EISDIR)
-    return wr_error_set(err, errno, "unlink `%s`", name);
-  if (unlinkat(cur, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-    return 0;
-  if (errno != ENOTEMPTY && errno != EEXIST)
-    return wr_error_set(err, errno, "rmdir `%s`", name);
-  fd = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) /* swapped for a non-directory: the next scan unlinks it */
-    return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
-               ? 0
-               : wr_error_set(err, errno, "open `%s`", name);
-  if (fstat(fd, &st) < 0 || st.st_dev != dev) {
-    close(fd);
-    return wr_error_set(err, EXDEV, "`%s` is a mount point", name);
-  }
-  *child = fd;
-  return 0;
-}
-
-/* One pass over `cur`; *child is a subdirectory to empty first, or -1
- * when the pass found nothing left to descend into. */
-static int rm_scan(int cur, dev_t dev, int *child, wr_error_t *err) {
-  int dupfd = fcntl(cur, F_DUPFD_CLOEXEC, 0);
-  struct dirent *de;
-  int r = 0;
-  DIR *d;
-
-  if (dupfd < 0 || (d = fdopendir(dupfd)) == NULL) {
-    int e = errno;
-    if (dupfd >= 0)
-      close(dupfd);
-    return wr_error_set(err, e, "read directory");
-  }
-  rewinddir(d);
-  while (r == 0 && *child < 0 && (de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-      r = rm_entry(cur, dev, de->d_name, child, err);
-  }
-  closedir(d);
-  return r;
-}
-
-/* Climb from *cur to its parent, which must be the directory below it on
- * the walk's stack. */
-static int rm_climb(struct rm_walk *w, int *cur, wr_error_t *err) {
-  const struct rm_dir *want = &w->stack[w->depth - 2];
-  struct stat st;
-  int up = openat(*cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-  if (up < 0)
-    return wr_error_set(err, errno, "open `..`");
-  if (fstat(up, &st) < 0 || st.st_dev != want->dev || st.st_ino != want->ino) {
-    close(up);
-    return wr_error_set(err, ESTALE, "the tree was moved while removing it");
-  }
-  close(*cur);
-  *cur = up;
-  w->depth--;
-  return 0;
-}
-
-/* Empty directory `name` of `parent` (as checked in `top`), then remove
- * it. See files.h for why this is confined. */
-static int remove_tree(int parent, const char *name, const struct stat *top,
-                       wr_error_t *err) {
-  struct rm_walk w = {0};
-  _cleanup_close_ int cur = -1;
-  int r;
-
-  cur = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (cur < 0)
-    return wr_error_set(err, errno, "open `%s`", name);
-  r = rm_push(&w, cur, err);
-  if (r == 0 &&
-      (w.stack[0].dev != top->st_dev || w.stack[0].ino != top->st_ino))
-    r = wr_error_set(err, ESTALE, "`%s` changed while removing it", name);
-  while (r == 0) {
-    int child = -1;
-
-    r = rm_scan(cur, top->st_dev, &child, err);
-    if (r == 0 && child >= 0) {
-      close(cur);
-      cur = child;
-      r = rm_push(&w, cur, err);
-    } else if (r == 0 && w.depth == 1) {
-      break;
-    } else if (r == 0) {
-      r = rm_climb(&w, &cur, err);
-    }
-  }
-  free(w.stack);
-  if (r == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-    r = wr_error_set(err, errno, "rmdir `%s`", name);
-  return r;
-}
-
 int wr_files_remove(const struct wr_files_ctx *c, const char *path,
                     bool recursive, wr_error_t *err) {
   _cleanup_free_ char *norm = clean_path(path, err), *name = NULL;
@@ -566,8 +431,9 @@ int wr_files_remove(const struct wr_files_ctx *c, const char *path,
     return wr_error_wrap(err, "remove");
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return wr_error_set(err, errno, "remove `%s`", norm);
+  /* wr_rm_rf_at's walk is the confined one files.h describes. */
   if (S_ISDIR(st.st_mode) && recursive) {
-    if (remove_tree(dir, name, &st, err) < 0)
+    if (wr_rm_rf_at(dir, name, err) < 0)
       return wr_error_wrap(err, "remove `%s`", norm);
   } else if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
     return wr_error_set(err, errno, "remove `%s`", norm);

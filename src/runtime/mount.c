@@ -3,7 +3,8 @@
  * image, id-mapped into the sandbox's range (so image files owned by root
  * appear owned by root inside), and whose upper layer is the sandbox's own.
  * It is mounted at sandboxes/ID/rootfs in the host's mount namespace, so
- * the files API can reach it whether or not the sandbox runs.
+ * the files API can reach it whether or not the sandbox runs. With a disk
+ * limit the upper layer lives on the sandbox's own filesystem (disk.c).
  */
 #include "runtime/runtime_internal.h"
 
@@ -35,14 +36,19 @@ static int idmapped_image(const char *image_dir, int userns_fd,
   return fd;
 }
 
-bool wr_rootfs_is_mounted(const char *dir) {
-  _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
-  _cleanup_free_ char *parent = xasprintf("%s", dir);
+/* Whether something is mounted on DIR/NAME: it is on another device than
+ * DIR. A mount that was detached no longer counts. */
+bool wr_is_mount_point(const char *dir, const char *name) {
+  _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
   struct stat a, b;
 
-  if (stat(rootfs, &a) < 0 || stat(parent, &b) < 0)
+  if (stat(path, &a) < 0 || stat(dir, &b) < 0)
     return false;
   return a.st_dev != b.st_dev;
+}
+
+bool wr_rootfs_is_mounted(const char *dir) {
+  return wr_is_mount_point(dir, "rootfs");
 }
 
 /* An O_PATH fd of one of the sandbox's own layer directories. */
@@ -60,9 +66,11 @@ static int open_layer(const char *dir, const char *name, wr_error_t *err) {
  * path. The detached image tree has no path at all; and the overlay's
  * options are printed in the sandbox's /proc/self/mountinfo, where host
  * paths (the state root, the sandbox's id) have no business showing.
+ * The upper and work directories are in `layers_dir`: the sandbox's
+ * directory, or its disk image's filesystem when it has a disk limit.
  */
-int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
-                    wr_error_t *err) {
+int wr_rootfs_mount(const char *dir, const char *layers_dir,
+                    const char *image_dir, int userns_fd, wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   _cleanup_free_ char *opts = NULL;
   _cleanup_close_ int lower = -1, upper = -1, work = -1;
@@ -70,8 +78,8 @@ int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
   if (wr_rootfs_is_mounted(dir))
     return 0;
   lower = idmapped_image(image_dir, userns_fd, err);
-  if (lower < 0 || (upper = open_layer(dir, "upper", err)) < 0 ||
-      (work = open_layer(dir, "work", err)) < 0)
+  if (lower < 0 || (upper = open_layer(layers_dir, "upper", err)) < 0 ||
+      (work = open_layer(layers_dir, "work", err)) < 0)
     return -1;
   opts = xasprintf("lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,"
                    "workdir=/proc/self/fd/%d",
@@ -81,12 +89,20 @@ int wr_rootfs_mount(const char *dir, const char *image_dir, int userns_fd,
   return 0;
 }
 
+/* A plain unmount first, so that the overlay is gone when this returns
+ * and a disk image below it can be unmounted (and its loop device freed)
+ * at once; a root still in use (a files API call racing an rm) is
+ * detached instead. */
 int wr_rootfs_umount(const char *dir, wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
 
   if (!wr_rootfs_is_mounted(dir))
     return 0;
-  if (umount2(rootfs, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+  if (umount2(rootfs, 0) == 0)
+    return 0;
+  if (errno == EBUSY && umount2(rootfs, MNT_DETACH) == 0)
+    return 0;
+  if (errno != EINVAL && errno != ENOENT)
     return wr_error_set(err, errno, "unmount `%s`", rootfs);
   return 0;
 }

@@ -8,6 +8,10 @@
  *   sandboxes/ID/rootfs   the merged root, mounted on the host (files API)
  *   sandboxes/ID/ctl.sock warren-init's control socket (root only)
  *   sandboxes/ID/init.log warren-init's stderr
+ * With a disk limit, upper and work are in the sandbox's own filesystem:
+ *   sandboxes/ID/disk.img a sparse ext4 image of the limit's size
+ *   sandboxes/ID/disk     where it is mounted (a loop device, AUTOCLEAR)
+ *   sandboxes/ID/disk/{upper,work}
  *
  * Isolation: the network, mount, pid, uts, ipc and cgroup namespaces are
  * created by host root and owned by the host's user namespace; processes
@@ -36,6 +40,10 @@
 #define WR_ID_COUNT 65536u
 #define WR_MAX_SLOT ((0xfffffffeu - WR_ID_BASE) / WR_ID_COUNT - 1)
 
+/* The smallest disk limit: below this ext4's own metadata and journal
+ * leave too little room to be useful. */
+#define WR_DISK_MIN (16ull << 20)
+
 enum wr_cgroup_mode {
   WR_CGROUP_AUTO = 0,
   WR_CGROUP_V1,
@@ -57,8 +65,14 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
 void wr_rt_free(struct wr_runtime *rt);
 /* "v1" or "v2". */
 const char *wr_rt_cgroup_version(const struct wr_runtime *rt);
-/* Which limits this host can enforce. */
+/* Which limits this host can enforce: "memory", "cpus", "pids", "disk". */
 bool wr_rt_can_limit(const struct wr_runtime *rt, const char *what);
+/* Whether a disk limit of `bytes` can be given to a new sandbox: the host
+ * can limit disk, the size is at least WR_DISK_MIN and at most the free
+ * space of the state root's filesystem. Fails with EINVAL and a message
+ * for the client. */
+int wr_rt_check_disk(const struct wr_runtime *rt, uint64_t bytes,
+                     wr_error_t *err);
 
 /* What a sandbox is made of. Strings are borrowed. */
 struct wr_rt_spec {
@@ -70,6 +84,7 @@ struct wr_rt_spec {
   double cpus;           /* 0: no limit */
   uint64_t pids;         /* 0: no limit */
   uint64_t nofile;       /* RLIMIT_NOFILE; 0: default 65536 */
+  uint64_t disk_bytes;   /* own ext4 image of this size; 0: no limit */
 };
 
 /* A running sandbox as the driver knows it. */
@@ -84,9 +99,10 @@ static inline uint32_t wr_rt_id_base(uint32_t slot) {
   return WR_ID_BASE + slot * WR_ID_COUNT;
 }
 
-/* Create the sandbox's directories and mount its root (idempotent: a root
- * that is already mounted is kept). Writes /etc/hostname and /etc/hosts in
- * the upper layer. */
+/* Create the sandbox's directories (and its disk image, formatted, with a
+ * disk limit) and mount its root (idempotent: a root that is already
+ * mounted is kept). Writes /etc/hostname and /etc/hosts in the upper
+ * layer. */
 int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err);
 /* Start warren-init in fresh namespaces and cgroups and wait until it
@@ -105,8 +121,9 @@ int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,
 /* Freeze or thaw every process (cgroup freezer). */
 int wr_rt_freeze(struct wr_runtime *rt, const char *id, bool frozen,
                  wr_error_t *err);
-/* Unmount the root and delete the sandbox's directory. The sandbox must
- * not be running. Idempotent. */
+/* Unmount the root (and the disk image, which frees its loop device) and
+ * delete the sandbox's directory. The sandbox must not be running.
+ * Idempotent. */
 int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err);
 /* Find a sandbox that was started by an earlier daemon: connect to its
  * control socket and identify warren-init. Returns -1 with ECONNREFUSED or
@@ -114,7 +131,8 @@ int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err);
 int wr_rt_reattach(struct wr_runtime *rt, const char *id,
                    struct wr_rt_instance *inst, wr_error_t *err);
 /* An O_PATH directory fd of the sandbox's merged root (files API); mounts
- * the root first if needed (e.g. after a host reboot). */
+ * the root (and the disk image before it) first if needed, e.g. after a
+ * host reboot. */
 int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                     wr_error_t *err);
 /* Memory use of the sandbox in bytes (cgroup), 0 when unknown. */

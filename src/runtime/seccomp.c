@@ -9,10 +9,19 @@
  * back to clone, where the flags can be checked.
  *
  * libseccomp cannot express "allow ioctl except TIOCSTI" in one filter
- * whose default action is the same errno, so a second filter denies the
- * terminal-injection ioctls. It compares only the low 32 bits of the
- * request, as the kernel does, so high bits cannot smuggle them through.
- * The kernel runs both filters and the stricter verdict wins.
+ * whose default action is the same errno, so a second filter denies calls
+ * by their arguments: the terminal-injection ioctls, and sockets of the
+ * vsock family, which is not network-namespaced: on a virtual machine it
+ * reaches the hypervisor and its services, past the sandbox's loopback-only
+ * network and its egress policy. It compares only the low 32 bits of the
+ * ioctl request and of the socket family, as the kernel reads them, so
+ * high bits cannot smuggle either through. The kernel runs both filters
+ * and the stricter verdict wins.
+ *
+ * Other ABIs get ENOSYS (the bad-arch action): the i386 one by its audit
+ * arch, and x32, which shares x86-64's, because libseccomp sends every
+ * number with bit 30 set (other than -1) to the bad-arch action when the
+ * filter has no x32 arch of its own.
  *
  * Serialised form handed to warren-init: for each program a uint32 count
  * of instructions followed by that many struct sock_filter.
@@ -25,6 +34,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
 static const char *const allowed[] = {
     "accept",
@@ -368,17 +378,24 @@ static int add_conditional(scmp_filter_ctx ctx, wr_error_t *err) {
   return 0;
 }
 
-static int add_tty_rules(scmp_filter_ctx ctx, wr_error_t *err) {
-  static const unsigned long denied[] = {TIOCSTI, TIOCLINUX};
+/* Deny syscall nr when its argument arg, read as 32 bits, is value. */
+static int deny_low32(scmp_filter_ctx ctx, int nr, unsigned arg,
+                      unsigned long value, wr_error_t *err) {
+  struct scmp_arg_cmp c =
+      arg_cmp(arg, SCMP_CMP_MASKED_EQ, 0xffffffffULL, value);
+  int r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &c);
 
-  for (size_t i = 0; i < WR_ARRAY_SIZE(denied); i++) {
-    struct scmp_arg_cmp c =
-        arg_cmp(1, SCMP_CMP_MASKED_EQ, 0xffffffffULL, denied[i]);
-    int r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl),
-                                   1, &c);
-    if (r < 0)
-      return wr_error_set(err, -r, "seccomp: deny ioctl %#lx", denied[i]);
-  }
+  if (r < 0)
+    return wr_error_set(err, -r, "seccomp: deny syscall %d with %#lx", nr,
+                        value);
+  return 0;
+}
+
+static int add_arg_rules(scmp_filter_ctx ctx, wr_error_t *err) {
+  if (deny_low32(ctx, SCMP_SYS(ioctl), 1, TIOCSTI, err) < 0 ||
+      deny_low32(ctx, SCMP_SYS(ioctl), 1, TIOCLINUX, err) < 0 ||
+      deny_low32(ctx, SCMP_SYS(socket), 0, AF_VSOCK, err) < 0)
+    return -1;
   return 0;
 }
 
@@ -438,7 +455,7 @@ int wr_seccomp_build(void **progs, size_t *len, wr_error_t *err) {
   wr_buf_init(&out);
   if (build_one(SCMP_ACT_ERRNO(EPERM), add_allowlist, add_conditional, &out,
                 err) < 0 ||
-      build_one(SCMP_ACT_ALLOW, add_tty_rules, NULL, &out, err) < 0) {
+      build_one(SCMP_ACT_ALLOW, add_arg_rules, NULL, &out, err) < 0) {
     wr_buf_free(&out);
     return -1;
   }

@@ -193,7 +193,9 @@ static void bind_ro(const struct child_ctx *c, const char *src, const char *dst,
 
 /* /proc for the new pid namespace, with the entries that expose or affect
  * the host hidden (kernel memory, keys, timers) or read-only (sysctls,
- * irqs, sysrq). Entries missing on this kernel are skipped. */
+ * irqs, sysrq, and the host-wide pressure files, where any writer could
+ * otherwise add triggers that the kernel polls on every pressure change).
+ * Entries missing on this kernel are skipped. */
 static void setup_proc(const struct child_ctx *c) {
   static const char *const hidden[] = {"proc/kcore",         "proc/keys",
                                        "proc/timer_list",    "proc/sched_debug",
@@ -201,8 +203,9 @@ static void setup_proc(const struct child_ctx *c) {
                                        "proc/kpagecount",    "proc/kpageflags",
                                        "proc/kpagecgroup",   "proc/config.gz"};
   static const char *const empty[] = {"proc/acpi", "proc/scsi", "proc/driver"};
-  static const char *const ro[] = {"proc/sys", "proc/irq", "proc/bus",
-                                   "proc/fs", "proc/sysrq-trigger"};
+  static const char *const ro[] = {"proc/sys",           "proc/irq",
+                                   "proc/bus",           "proc/fs",
+                                   "proc/sysrq-trigger", "proc/pressure"};
 
   CHECK(c,
         mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),

@@ -38,13 +38,29 @@ struct helper {
   int ready[2], go[2];
 };
 
+/*
+ * The child starts with a copy of the daemon's fd table, taken while other
+ * threads may be in the middle of this too: a copy of another helper's
+ * `go` write end kept here would keep that helper from ever seeing EOF,
+ * and two helpers holding each other's would hang both threads in
+ * waitpid. So the child keeps its own two pipe ends and nothing else.
+ */
+static void keep_only(int a, int b) {
+  int lo = a < b ? a : b, hi = a < b ? b : a;
+
+  if (lo > 0)
+    close_range(0, (unsigned)lo - 1, 0);
+  if (hi > lo + 1)
+    close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+  close_range((unsigned)hi + 1, ~0U, 0);
+}
+
 /* Runs in the child: only system calls (it shares the daemon's memory). */
 static int helper_main(void *arg) {
   struct helper *h = arg;
   char c = 0;
 
-  close(h->ready[0]);
-  close(h->go[1]);
+  keep_only(h->ready[1], h->go[0]);
   if (unshare(CLONE_NEWUSER) < 0)
     c = 1;
   if (write(h->ready[1], &c, 1) != 1 || c != 0)

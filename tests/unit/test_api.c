@@ -323,6 +323,25 @@ static void h_hang(wr_http_req_t *req, void *ctx) {
   uv_timer_start(&h->timer, hang_tick, 20, 20);
 }
 
+/* A reply that fails half way: the client must not see it complete. */
+static void h_abort_stream(wr_http_req_t *req, void *ctx) {
+  (void)ctx;
+  wr_http_stream_begin(req, 200, "text/plain", NULL);
+  wr_http_stream_write(req, "partial", 7);
+  wr_http_stream_abort(req);
+}
+
+static void h_abort_early(wr_http_req_t *req, void *ctx) {
+  (void)ctx;
+  wr_http_stream_abort(req);
+}
+
+static void h_json_text(wr_http_req_t *req, void *ctx) {
+  static const char text[] = "{\"built\":\"elsewhere\"}\n";
+  (void)ctx;
+  wr_http_reply_json_text(req, 200, text, sizeof(text) - 1);
+}
+
 static const struct wr_http_route routes[] = {
     {"GET", "/v1/ping", h_ping, 0},
     {"GET", "/v1/items/{id}", h_item, 0},
@@ -336,6 +355,9 @@ static const struct wr_http_route routes[] = {
     {"POST", "/v1/upload", h_upload, WR_ROUTE_STREAM_BODY},
     {"GET", "/v1/attach", h_attach, 0},
     {"GET", "/v1/hang", h_hang, 0},
+    {"GET", "/v1/abort-stream", h_abort_stream, 0},
+    {"GET", "/v1/abort-early", h_abort_early, 0},
+    {"GET", "/v1/json-text", h_json_text, 0},
 };
 
 /* ---- fixture ------------------------------------------------------------ */
@@ -977,6 +999,7 @@ static void test_smuggling(void **state) {
       "Content-Length: +4\r\n",
       "Content-Length: -1\r\n",
       "Content-Length: \r\n",
+      "Host: y\r\nTransfer-Encoding: chunked\r\n",
   };
   struct fx *fx = *state;
   char req[1024];
@@ -1465,6 +1488,119 @@ static void test_max_conns(void **state) {
   close(fds[2]);
 }
 
+static int tcp_connect(const struct fx *fx) {
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)fx->tcp_port)};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  set_timeout(fd, 2000);
+  return fd;
+}
+
+/* One GET on fd; returns the status, or 0 if the connection ended first. */
+static int get_on(int fd, const char *head) {
+  struct reader rd;
+  struct raw_resp r;
+  int status;
+
+  reader_init(&rd, fd);
+  send(fd, head, strlen(head), MSG_NOSIGNAL);
+  status = read_resp(&rd, &r) == 0 ? r.status : 0;
+  wr_buf_free(&r.body);
+  wr_buf_free(&rd.in);
+  return status;
+}
+
+/* Clients without the key (TCP) fill at most their share of the cap; the
+ * unix socket keeps a slot, and gets it even while TCP is full. */
+static void test_untrusted_share(void **state) {
+  struct fx *fx = *state;
+  int tcp[2], extra, local;
+
+  for (int i = 0; i < 2; i++) {
+    tcp[i] = tcp_connect(fx);
+    assert_int_equal(get_on(tcp[i], "GET /v1/ping HTTP/1.1\r\n"
+                                    "Authorization: Bearer " API_KEY "\r\n"
+                                    "\r\n"),
+                     200);
+  }
+  extra = tcp_connect(fx);
+  assert_int_equal(get_on(extra, "GET /v1/ping HTTP/1.1\r\n\r\n"), 0);
+  close(extra);
+  local = raw_connect(fx);
+  assert_int_equal(get_on(local, "GET /v1/ping HTTP/1.1\r\n\r\n"), 200);
+  close(tcp[0]);
+  usleep(100000);
+  extra = tcp_connect(fx);
+  assert_int_equal(get_on(extra, "GET /v1/ping HTTP/1.1\r\n"
+                                 "Authorization: Bearer " API_KEY "\r\n\r\n"),
+                   200);
+  close(extra);
+  close(local);
+  close(tcp[1]);
+}
+
+/* A client without the key gets one 401 and a closed connection; a client
+ * with it keeps its connection. */
+static void test_unauthorized_closes(void **state) {
+  struct fx *fx = *state;
+  int fd = tcp_connect(fx);
+
+  assert_int_equal(get_on(fd, "GET /v1/ping HTTP/1.1\r\n\r\n"), 401);
+  assert_true(peer_closed(fd));
+  close(fd);
+  fd = tcp_connect(fx);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(get_on(fd, "GET /v1/ping HTTP/1.1\r\n"
+                                "Authorization: Bearer " API_KEY "\r\n\r\n"),
+                     200);
+  close(fd);
+}
+
+static void test_stream_abort(void **state) {
+  struct fx *fx = *state;
+  struct reader rd;
+  struct raw_resp r;
+  int fd = raw_connect(fx);
+
+  /* The head and what was written arrive; the last chunk never does. */
+  reader_init(&rd, fd);
+  send_str(fd, "GET /v1/abort-stream HTTP/1.1\r\n\r\n");
+  assert_int_equal(read_resp(&rd, &r), -1);
+  assert_int_equal(rd.p.status_code, 200);
+  assert_int_equal(r.body.len, 7);
+  assert_memory_equal(r.body.data, "partial", 7);
+  wr_buf_free(&r.body);
+  wr_buf_free(&rd.in);
+  close(fd);
+  /* Before the stream began, an abort is a whole 500. */
+  assert_int_equal(
+      raw_exchange(fx, "GET /v1/abort-early HTTP/1.1\r\n\r\n", &r, NULL), 0);
+  assert_int_equal(r.status, 500);
+  assert_string_equal(error_code(&r.body), "internal");
+  wr_buf_free(&r.body);
+}
+
+static void test_json_text(void **state) {
+  struct fx *fx = *state;
+  wr_http_client_t *c;
+  struct wr_http_response r;
+  wr_error_t err = {0};
+  json_t *j;
+
+  assert_int_equal(wr_http_client_open(fx->addr, NULL, &c, &err), 0);
+  get(c, "GET", "/v1/json-text", &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.content_type, "application/json");
+  j = body_json(&r);
+  assert_string_equal(jstr(j, "built"), "elsewhere");
+  json_decref(j);
+  wr_http_response_free(&r);
+  wr_http_client_close(c);
+}
+
 /* ---- adopt, driven from the test thread --------------------------------- */
 
 static void run_until_readable(uv_loop_t *loop, int fd) {
@@ -1592,6 +1728,12 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_idle_timeout, setup_tight, teardown),
       cmocka_unit_test_setup_teardown(test_max_conns, setup_tight, teardown),
+      cmocka_unit_test_setup_teardown(test_untrusted_share, setup_tight,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_unauthorized_closes, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_stream_abort, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_json_text, setup, teardown),
       cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_unix_socket_file),
   };

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include "common/common.h"
@@ -227,6 +228,47 @@ static void test_rm_rf_deep(void **state) {
   assert_int_equal(access("/etc/passwd", F_OK), 0);
 }
 
+/* More non-empty subdirectories than one batch of names, a mount point
+ * stops the removal without emptying it. */
+static void test_rm_rf_wide(void **state) {
+  char tmpl[] = "/tmp/wr-test-XXXXXX";
+  char *dir = mkdtemp(tmpl);
+  _cleanup_free_ char *mnt = NULL;
+  wr_error_t err = {0};
+  int fd;
+  (void)state;
+
+  fd = open(dir, O_DIRECTORY | O_CLOEXEC);
+  for (int i = 0; i < 1500; i++) {
+    char name[16];
+    int sub;
+    snprintf(name, sizeof(name), "d%d", i);
+    assert_int_equal(mkdirat(fd, name, 0755), 0);
+    sub = openat(fd, name, O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(wr_write_file_at(sub, "f", "x", 1, &err), 0);
+    close(sub);
+  }
+  close(fd);
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  assert_int_equal(access(dir, F_OK), -1);
+
+  /* A tmpfs mounted inside (when we may mount): refused, left as it is. */
+  strcpy(tmpl, "/tmp/wr-test-XXXXXX");
+  assert_non_null(mkdtemp(tmpl));
+  mnt = xasprintf("%s/m", dir);
+  assert_int_equal(mkdir(mnt, 0755), 0);
+  if (mount("tmpfs", mnt, "tmpfs", 0, NULL) == 0) {
+    _cleanup_free_ char *keep = xasprintf("%s/keep", mnt);
+    assert_int_equal(wr_write_file(keep, "k", 1, 0644, &err), 0);
+    assert_int_equal(wr_rm_rf(dir, &err), -1);
+    assert_int_equal(err.code, EBUSY);
+    assert_int_equal(access(keep, F_OK), 0);
+    assert_int_equal(umount2(mnt, MNT_DETACH), 0);
+  }
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  assert_int_equal(access(dir, F_OK), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_wrap),
@@ -238,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_json_unpack),
       cmocka_unit_test(test_open_in_root),
       cmocka_unit_test(test_rm_rf_deep),
+      cmocka_unit_test(test_rm_rf_wide),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -658,6 +658,40 @@ static void test_long_path(void **state) {
   assert_false(host_exists(in_root(f, "a")));
 }
 
+/* A wide tree: more non-empty subdirectories than the walk reads names at
+ * once, each with a file and a link out. Everything goes, the sentinel
+ * stays, and it is quick (the walk does not read the directory from its
+ * start again after each subdirectory). */
+static void test_remove_wide(void **state) {
+  struct fx *f = *state;
+  wr_error_t err = {0};
+  int top, sub;
+  uint64_t t0;
+
+  mkdir_at(f->root, "wide");
+  top = open(in_root(f, "wide"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(top >= 0);
+  for (int i = 0; i < 1500; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "s%d", i);
+    assert_int_equal(mkdirat(top, name, 0755), 0);
+    sub = openat(top, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(sub >= 0);
+    close(openat(sub, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    assert_int_equal(symlinkat(f->sentinel, sub, "out"), 0);
+    close(sub);
+    snprintf(name, sizeof(name), "f%d", i);
+    close(openat(top, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  }
+  close(top);
+  t0 = wr_mono_ns();
+  assert_int_equal(wr_files_remove(&f->ctx, "/wide", true, &err), 0);
+  assert_true(wr_mono_ns() - t0 < 20ull * 1000 * 1000 * 1000);
+  assert_false(host_exists(in_root(f, "wide")));
+  assert_true(host_exists(in_root(f, "d/f")));
+  assert_sentinel(f);
+}
+
 /* ---- race ------------------------------------------------------------- */
 
 struct swapper {
@@ -794,6 +828,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mkdir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_remove, setup, teardown),
       cmocka_unit_test_setup_teardown(test_remove_deep, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_remove_wide, setup, teardown),
       cmocka_unit_test_setup_teardown(test_remove_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_move, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chmod, setup, teardown),

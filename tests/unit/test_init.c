@@ -1657,6 +1657,24 @@ static rlim_t expected_nofile(void) {
   return rl.rlim_max;
 }
 
+/* A capability set ("CapPrm", ...) of process pid, as a mask. */
+static uint64_t cap_set_of(pid_t pid, const char *name) {
+  char path[64], out[4096], *line;
+  ssize_t n;
+  int fd;
+
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  n = read(fd, out, sizeof(out) - 1);
+  close(fd);
+  assert_true(n > 0);
+  out[n] = '\0';
+  line = strstr(out, name);
+  assert_non_null(line);
+  return strtoull(line + strlen(name) + 2, NULL, 16);
+}
+
 static void test_init_setup_applies(void **state) {
   struct init_proc *ip = *state;
   char out[128];
@@ -1666,6 +1684,10 @@ static void test_init_setup_applies(void **state) {
   assert_int_equal(strtoull(out, NULL, 16), DOCKER_CAPS);
   spawned_status(ip, "CapInh", out, sizeof(out));
   assert_int_equal(strtoull(out, NULL, 16), 0);
+  /* init itself holds no more than its processes may. */
+  assert_int_equal(cap_set_of(ip->init_pid, "CapPrm"), DOCKER_CAPS);
+  assert_int_equal(cap_set_of(ip->init_pid, "CapEff"), DOCKER_CAPS);
+  assert_int_equal(cap_set_of(ip->init_pid, "CapInh"), 0);
   spawned_status(ip, "NoNewPrivs", out, sizeof(out));
   assert_string_equal(out, "1\n");
   /* RLIMIT_NOFILE is 65536 unless the hard limit is lower and cannot be
@@ -1684,9 +1706,11 @@ static void test_init_setup_applies(void **state) {
   }
   assert_int_equal(stop_init(ip), 0);
 
-  start_init_ex(ip, false, ARGV("--keep-caps", "0,5", "--nofile", "1000"));
+  /* CHOWN, KILL; SETGID and SETUID, which init needs to spawn. */
+  start_init_ex(ip, false, ARGV("--keep-caps", "0,5,6,7", "--nofile", "1000"));
   spawned_status(ip, "CapBnd", out, sizeof(out));
-  assert_int_equal(strtoull(out, NULL, 16), (1ULL << 0) | (1ULL << 5));
+  assert_int_equal(strtoull(out, NULL, 16), 0xe1ULL);
+  assert_int_equal(cap_set_of(ip->init_pid, "CapEff"), 0xe1ULL);
   {
     int fd;
     spawn_piped(ip, ARGV("sh", "-c", "ulimit -n; ulimit -Hn; ulimit -c"), &fd);
