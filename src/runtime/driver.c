@@ -515,6 +515,7 @@ int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
   _cleanup_close_ int lock = lock_dir(dir, NULL);
 
+  (void)lock; /* held (or not, if the directory is gone) until we return */
   if (wr_rt_cleanup(rt, id, err) < 0 || wr_rootfs_umount(dir, err) < 0 ||
       wr_disk_umount(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
