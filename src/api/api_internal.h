@@ -260,6 +260,7 @@ bool wr_api_req_wants_input(const wr_http_req_t *req);
 /* The connection is going away: run the abort callback, then end a
  * streamed body with -ECONNRESET or report the raw stream closed, each only
  * while the handler has not made its final call. */
+void wr_api_req_set_paused(wr_http_req_t *req, bool *flag, bool pause);
 void wr_api_req_detach(wr_http_req_t *req);
 /* Refuse the request before the handler runs (server-owned). */
 void wr_api_req_refuse(wr_http_req_t *req, int status, const char *code,

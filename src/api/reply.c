@@ -262,13 +262,7 @@ size_t wr_http_raw_write(wr_http_req_t *req, const void *data, size_t len) {
 }
 
 void wr_http_raw_pause(wr_http_req_t *req, bool pause) {
-  req->raw_paused = pause;
-  if (req->conn == NULL)
-    return;
-  if (pause)
-    wr_api_conn_update_reading(req->conn);
-  else
-    wr_api_conn_kick(req->conn);
+  wr_api_req_set_paused(req, &req->raw_paused, pause);
 }
 
 void wr_http_raw_close(wr_http_req_t *req) {

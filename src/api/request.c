@@ -308,14 +308,21 @@ void wr_http_body_read(wr_http_req_t *req,
   wr_api_conn_kick(req->conn);
 }
 
-void wr_http_body_pause(wr_http_req_t *req, bool pause) {
-  req->body_paused = pause;
+/* A streamed body and an upgraded stream both come from the socket:
+ * pausing either stops reading it; resuming kicks the connection so bytes
+ * already buffered flow again. */
+void wr_api_req_set_paused(wr_http_req_t *req, bool *flag, bool pause) {
+  *flag = pause;
   if (req->conn == NULL)
     return;
   if (pause)
     wr_api_conn_update_reading(req->conn);
   else
     wr_api_conn_kick(req->conn);
+}
+
+void wr_http_body_pause(wr_http_req_t *req, bool pause) {
+  wr_api_req_set_paused(req, &req->body_paused, pause);
 }
 
 /* ---- the end of a request ----------------------------------------------- */
