@@ -31,10 +31,14 @@ TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRCS))
+# Data files (policy presets, ...) sit in share/warren beside bin/, as
+# they are installed, so that warrend finds them in the build tree too.
+DATA_SRCS := $(shell find data -type f 2>/dev/null)
+DATA := $(patsubst data/%,$(BUILD)/share/warren/%,$(DATA_SRCS))
 
 .PHONY: all deps check unit e2e security asan fuzz bench demo install clean \
         format lint
-all: $(BINS) $(HELPERS) $(BUILD)/bench/wrbench
+all: $(BINS) $(HELPERS) $(BUILD)/bench/wrbench $(DATA)
 
 deps:
 	@scripts/install-deps
@@ -66,6 +70,10 @@ $(BUILD)/bin/warren: $(BUILD)/obj/cli/main.o $(call libs_of,$(CLI_LIBS))
 $(BUILD)/bin/warren-init: $(BUILD)/obj/init/main.o $(call libs_of,init common)
 	@mkdir -p $(dir $@)
 	$(CC) -static -o $@ $^
+
+$(BUILD)/share/warren/%: data/%
+	@mkdir -p $(dir $@)
+	install -m 0644 $< $@
 
 $(BUILD)/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
@@ -136,6 +144,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/warren
 	install -m 0755 $(BUILD)/bin/warren $(BUILD)/bin/warrend $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/bin/warren-init $(DESTDIR)$(PREFIX)/lib/warren/
+	for f in $(patsubst data/%,%,$(DATA_SRCS)); do \
+	  install -D -m 0644 data/$$f $(DESTDIR)$(PREFIX)/share/warren/$$f || exit 1; \
+	done
 
 format:
 	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'bench/*.c')

@@ -3,6 +3,8 @@
  * figures DESIGN.md sets targets for.
  *
  *   wrbench [--socket PATH] [--image DIR] [--runs N] [--mass N]
+ *   wrbench net --sink ADDR:PORT [--pid PID] [--proxy ADDR:PORT] [--mib N]
+ *               [--conns N] [--runs N] [--no-redirect]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -12,10 +14,31 @@
  *
  * It talks to a running warrend over its unix socket with the project's
  * own HTTP client, and runs bwrap itself.
+ *
+ * `wrbench net` measures the egress proxy from inside a sandbox's network
+ * namespace (that of --pid, the sandbox's warren-init) against a direct
+ * loopback connection from the host to the same server, which it runs
+ * itself on --sink (a host address the sandbox's policy allows):
+ * - CONNECT throughput: CONNECT to the sink through the proxy, push (and
+ *   pull) --mib MiB, MB/s;
+ * - new connections per second: CONNECT, a 1-byte echo, close, --conns
+ *   times;
+ * - the same through the transparent redirect (a plain connect() to the
+ *   sink's address, which the namespace's rules hand to the proxy), unless
+ *   --no-redirect or the sink is on 127/8 (not redirected: the sandbox's
+ *   own loopback).
  */
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "api/api.h"
@@ -284,6 +307,517 @@ static void bench_mass(const struct opts *o, wr_http_client_t *c) {
          rm_ms, rm_ms / o->mass, rm_errors);
 }
 
+/* ---- wrbench net ------------------------------------------------------ */
+
+/* The sink's protocol: the first byte says what the connection is for
+ * (neither a TLS record nor an HTTP method, so a proxy that sniffs the
+ * first bytes decides by address at once). */
+enum { SINK_UPLOAD = 1, SINK_DOWNLOAD = 2, SINK_ECHO = 3 };
+enum net_path { PATH_DIRECT, PATH_CONNECT, PATH_REDIRECT };
+
+#define NET_BUF (256 * 1024)
+
+struct net_opts {
+  struct sockaddr_storage sink, proxy;
+  socklen_t sink_len, proxy_len;
+  char sink_text[80];
+  int netns_fd; /* the sandbox's, or -1: stay in the host's namespace */
+  uint64_t bytes;
+  int conns, runs;
+  bool redirect;
+};
+
+static int parse_sockaddr(const char *s, struct sockaddr_storage *out,
+                          socklen_t *len) {
+  char host[64];
+  const char *colon = strrchr(s, ':');
+  long port;
+
+  if (colon == NULL || (size_t)(colon - s) >= sizeof(host))
+    return -1;
+  memcpy(host, s, (size_t)(colon - s));
+  host[colon - s] = '\0';
+  port = strtol(colon + 1, NULL, 10);
+  if (port < 1 || port > 65535)
+    return -1;
+  memset(out, 0, sizeof(*out));
+  if (host[0] == '[') {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+    size_t n = strlen(host);
+    if (n < 3 || host[n - 1] != ']')
+      return -1;
+    host[n - 1] = '\0';
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    *len = sizeof(*a);
+    return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1 ? 0 : -1;
+  }
+  struct sockaddr_in *a = (struct sockaddr_in *)out;
+  a->sin_family = AF_INET;
+  a->sin_port = htons((uint16_t)port);
+  *len = sizeof(*a);
+  return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
+}
+
+static int read_full(int fd, void *buf, size_t n) {
+  size_t got = 0;
+
+  while (got < n) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n) {
+  size_t done = 0;
+
+  while (done < n) {
+    ssize_t w = write(fd, (const char *)buf + done, n - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    done += (size_t)w;
+  }
+  return 0;
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 7; i >= 0; i--, v >>= 8)
+    p[i] = (uint8_t)v;
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+
+  for (int i = 0; i < 8; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* One sink connection: upload (read N bytes, answer 1), download (write
+ * N bytes) or echo (answer the byte); then wait for the client to close. */
+static void *sink_conn(void *arg) {
+  int fd = (int)(intptr_t)arg;
+  uint8_t head[9], *buf = xmalloc(NET_BUF);
+
+  if (read_full(fd, head, 1) < 0)
+    goto out;
+  if (head[0] == SINK_ECHO) {
+    if (write_full(fd, head, 1) < 0)
+      goto out;
+  } else if (head[0] == SINK_UPLOAD || head[0] == SINK_DOWNLOAD) {
+    uint64_t n;
+    if (read_full(fd, head + 1, 8) < 0)
+      goto out;
+    n = get_u64(head + 1);
+    if (head[0] == SINK_UPLOAD) {
+      while (n > 0) {
+        ssize_t r = read(fd, buf, n < NET_BUF ? n : NET_BUF);
+        if (r < 0 && errno == EINTR)
+          continue;
+        if (r <= 0)
+          goto out;
+        n -= (uint64_t)r;
+      }
+      if (write_full(fd, "K", 1) < 0)
+        goto out;
+    } else {
+      memset(buf, 'x', NET_BUF);
+      while (n > 0) {
+        size_t k = n < NET_BUF ? n : NET_BUF;
+        if (write_full(fd, buf, k) < 0)
+          goto out;
+        n -= k;
+      }
+    }
+  }
+  while (read(fd, buf, NET_BUF) > 0)
+    ;
+out:
+  close(fd);
+  free(buf);
+  return NULL;
+}
+
+static void *sink_accept(void *arg) {
+  int lfd = (int)(intptr_t)arg;
+
+  for (;;) {
+    pthread_t t;
+    pthread_attr_t attr;
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE)
+        continue;
+      return NULL;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (pthread_create(&t, &attr, sink_conn, (void *)(intptr_t)fd) != 0)
+      close(fd);
+    pthread_attr_destroy(&attr);
+  }
+}
+
+static int sink_start(const struct net_opts *o) {
+  int one = 1, fd = socket(o->sink.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  pthread_t t;
+
+  if (fd < 0)
+    return -1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (o->sink.ss_family == AF_INET6)
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (bind(fd, (const struct sockaddr *)&o->sink, o->sink_len) < 0 ||
+      listen(fd, 1024) < 0 ||
+      pthread_create(&t, NULL, sink_accept, (void *)(intptr_t)fd) != 0) {
+    fprintf(stderr, "wrbench net: sink on %s: %s\n", o->sink_text,
+            strerror(errno));
+    close(fd);
+    return -1;
+  }
+  pthread_detach(t);
+  return 0;
+}
+
+/* A connection to the sink along path; -1 and a message in why on failure.
+ * Sockets for the sandbox's paths are made in its namespace (the calling
+ * thread has entered it). */
+static int net_open(const struct net_opts *o, enum net_path path, char *why,
+                    size_t whysize) {
+  const struct sockaddr_storage *to =
+      path == PATH_CONNECT ? &o->proxy : &o->sink;
+  socklen_t len = path == PATH_CONNECT ? o->proxy_len : o->sink_len;
+  struct timeval tv = {30, 0};
+  int one = 1, fd = socket(to->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if (fd < 0) {
+    snprintf(why, whysize, "socket: %s", strerror(errno));
+    return -1;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(fd, (const struct sockaddr *)to, len) < 0) {
+    /* A blocking connect past SO_SNDTIMEO fails with EINPROGRESS. */
+    snprintf(why, whysize, "connect: %s",
+             errno == EINPROGRESS ? "timed out" : strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (path == PATH_CONNECT) {
+    char req[256], resp[1024];
+    size_t got = 0;
+    int n =
+        snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+                 o->sink_text, o->sink_text);
+    if (write_full(fd, req, (size_t)n) < 0) {
+      snprintf(why, whysize, "sending CONNECT: %s", strerror(errno));
+      close(fd);
+      return -1;
+    }
+    /* Nothing follows the proxy's answer until we send: read to its end. */
+    while (got < sizeof(resp) - 1) {
+      ssize_t r = read(fd, resp + got, sizeof(resp) - 1 - got);
+      if (r <= 0)
+        break;
+      got += (size_t)r;
+      resp[got] = '\0';
+      if (strstr(resp, "\r\n\r\n") != NULL)
+        break;
+    }
+    resp[got] = '\0';
+    if (strncmp(resp, "HTTP/1.1 200", 12) != 0 &&
+        strncmp(resp, "HTTP/1.0 200", 12) != 0) {
+      char *eol = strpbrk(resp, "\r\n");
+      if (eol != NULL)
+        *eol = '\0';
+      snprintf(why, whysize, "proxy answered \"%.100s\"",
+               got ? resp : "nothing");
+      close(fd);
+      return -1;
+    }
+  }
+  return fd;
+}
+
+/* One transfer of o->bytes; MB/s, or -1. */
+static double net_transfer(const struct net_opts *o, enum net_path path,
+                           int dir, char *why, size_t whysize) {
+  uint8_t head[9], *buf;
+  uint64_t t0 = wr_mono_ns(), left = o->bytes;
+  double secs;
+  int fd = net_open(o, path, why, whysize);
+
+  if (fd < 0)
+    return -1;
+  buf = xmalloc(NET_BUF);
+  memset(buf, 'u', NET_BUF);
+  head[0] = (uint8_t)dir;
+  put_u64(head + 1, o->bytes);
+  if (write_full(fd, head, sizeof(head)) < 0)
+    goto fail;
+  if (dir == SINK_UPLOAD) {
+    while (left > 0) {
+      size_t k = left < NET_BUF ? left : NET_BUF;
+      if (write_full(fd, buf, k) < 0)
+        goto fail;
+      left -= k;
+    }
+    if (read_full(fd, buf, 1) < 0 || buf[0] != 'K')
+      goto fail;
+  } else {
+    while (left > 0) {
+      ssize_t r = read(fd, buf, left < NET_BUF ? left : NET_BUF);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        goto fail;
+      left -= (uint64_t)r;
+    }
+  }
+  secs = (wr_mono_ns() - t0) / 1e9;
+  close(fd);
+  free(buf);
+  return (double)o->bytes / 1e6 / secs;
+fail:
+  snprintf(why, whysize, "transfer cut after %llu of %llu bytes: %s",
+           (unsigned long long)(o->bytes - left), (unsigned long long)o->bytes,
+           errno ? strerror(errno) : "closed");
+  close(fd);
+  free(buf);
+  return -1;
+}
+
+/* o->conns connections, each with a 1-byte echo; conn/s, or -1. Per
+ * connection latencies go to lat (ms). */
+static double net_conns(const struct net_opts *o, enum net_path path,
+                        double *lat, char *why, size_t whysize) {
+  uint64_t t0 = wr_mono_ns();
+
+  for (int i = 0; i < o->conns; i++) {
+    uint64_t t1 = wr_mono_ns();
+    uint8_t b = SINK_ECHO;
+    int fd = net_open(o, path, why, whysize);
+    if (fd < 0)
+      return -1;
+    if (write_full(fd, &b, 1) < 0 || read_full(fd, &b, 1) < 0 ||
+        b != SINK_ECHO) {
+      snprintf(why, whysize, "connection %d: no echo", i);
+      close(fd);
+      return -1;
+    }
+    close(fd);
+    lat[i] = ms_since(t1);
+  }
+  return o->conns / ((wr_mono_ns() - t0) / 1e9);
+}
+
+struct net_result {
+  double up, down, cps, p50, p99;
+  char why[256]; /* the first failure, or "" */
+};
+
+struct net_job {
+  const struct net_opts *o;
+  enum net_path path;
+  struct net_result *r;
+};
+
+static void net_measure(const struct net_opts *o, enum net_path path,
+                        struct net_result *r) {
+  double *up = xcalloc((size_t)o->runs, sizeof(double));
+  double *down = xcalloc((size_t)o->runs, sizeof(double));
+  double *lat = xcalloc((size_t)o->conns, sizeof(double));
+  int nu = 0, nd = 0;
+
+  memset(r, 0, sizeof(*r));
+  r->up = r->down = r->cps = -1;
+  for (int i = 0; i < o->runs; i++) {
+    double v = net_transfer(o, path, SINK_UPLOAD, r->why, sizeof(r->why));
+    if (v > 0)
+      up[nu++] = v;
+    v = net_transfer(o, path, SINK_DOWNLOAD, r->why, sizeof(r->why));
+    if (v > 0)
+      down[nd++] = v;
+  }
+  if (nu > 0)
+    r->up = pct(up, nu, 50);
+  if (nd > 0)
+    r->down = pct(down, nd, 50);
+  r->cps = net_conns(o, path, lat, r->why, sizeof(r->why));
+  if (r->cps > 0) {
+    r->p50 = pct(lat, o->conns, 50);
+    r->p99 = pct(lat, o->conns, 99);
+  }
+  if (nu == o->runs && nd == o->runs && r->cps > 0)
+    r->why[0] = '\0';
+  free(up);
+  free(down);
+  free(lat);
+}
+
+/* Runs a measurement on a thread of its own that has entered the
+ * sandbox's network namespace (setns changes the calling thread only). */
+static void *net_job_thread(void *arg) {
+  struct net_job *j = arg;
+
+  if (j->o->netns_fd >= 0 && setns(j->o->netns_fd, CLONE_NEWNET) < 0) {
+    memset(j->r, 0, sizeof(*j->r));
+    j->r->up = j->r->down = j->r->cps = -1;
+    snprintf(j->r->why, sizeof(j->r->why), "setns: %s", strerror(errno));
+    return NULL;
+  }
+  net_measure(j->o, j->path, j->r);
+  return NULL;
+}
+
+static void net_line(const char *what, double v, const char *extra,
+                     double direct, const char *direct_extra,
+                     const char *unit) {
+  if (v < 0) {
+    printf("%-34s %10s", what, "failed");
+  } else {
+    printf("%-34s %10.1f %s%s", what, v, unit, extra);
+  }
+  if (direct > 0) {
+    printf("   direct %.1f %s%s", direct, unit, direct_extra);
+    if (v > 0)
+      printf(", ratio %.2fx", v / direct);
+  }
+  printf("\n");
+}
+
+static void net_report(const char *name, const struct net_result *r,
+                       const struct net_result *d) {
+  char what[64], extra[64], dextra[64];
+
+  snprintf(what, sizeof(what), "%s upload", name);
+  net_line(what, r->up, "", d->up, "", "MB/s");
+  snprintf(what, sizeof(what), "%s download", name);
+  net_line(what, r->down, "", d->down, "", "MB/s");
+  snprintf(what, sizeof(what), "%s new connections", name);
+  snprintf(extra, sizeof(extra), " (p50 %.3f, p99 %.3f ms)", r->p50, r->p99);
+  snprintf(dextra, sizeof(dextra), " (p50 %.3f, p99 %.3f ms)", d->p50, d->p99);
+  net_line(what, r->cps, r->cps > 0 ? extra : "", d->cps,
+           d->cps > 0 ? dextra : "", "conn/s");
+  if (r->why[0] != '\0')
+    printf("  %s: %s\n", name, r->why);
+}
+
+static bool is_loopback(const struct sockaddr_storage *a) {
+  if (a->ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) ==
+           127;
+  return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+static int net_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"sink", required_argument, NULL, 's'},
+      {"pid", required_argument, NULL, 'p'},
+      {"proxy", required_argument, NULL, 'x'},
+      {"mib", required_argument, NULL, 'm'},
+      {"conns", required_argument, NULL, 'c'},
+      {"runs", required_argument, NULL, 'r'},
+      {"no-redirect", no_argument, NULL, 'n'},
+      {NULL, 0, NULL, 0},
+  };
+  struct net_opts o = {.netns_fd = -1,
+                       .bytes = 256ull << 20,
+                       .conns = 2000,
+                       .runs = 3,
+                       .redirect = true};
+  const char *pid = NULL, *proxy = "127.0.0.1:3128", *sink = NULL;
+  struct net_result direct, via_connect, via_redirect;
+  int ch;
+
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    switch (ch) {
+    case 's':
+      sink = optarg;
+      break;
+    case 'p':
+      pid = optarg;
+      break;
+    case 'x':
+      proxy = optarg;
+      break;
+    case 'm':
+      o.bytes = strtoull(optarg, NULL, 10) << 20;
+      break;
+    case 'c':
+      o.conns = atoi(optarg);
+      break;
+    case 'r':
+      o.runs = atoi(optarg);
+      break;
+    case 'n':
+      o.redirect = false;
+      break;
+    default:
+      return 2;
+    }
+  }
+  if (sink == NULL || o.bytes == 0 || o.conns < 1 || o.runs < 1) {
+    fprintf(stderr, "usage: wrbench net --sink ADDR:PORT [--pid PID] "
+                    "[--proxy ADDR:PORT] [--mib N] [--conns N] [--runs N] "
+                    "[--no-redirect]\n");
+    return 2;
+  }
+  if (parse_sockaddr(sink, &o.sink, &o.sink_len) < 0 ||
+      parse_sockaddr(proxy, &o.proxy, &o.proxy_len) < 0) {
+    fprintf(stderr, "wrbench net: bad address %s or %s\n", sink, proxy);
+    return 2;
+  }
+  snprintf(o.sink_text, sizeof(o.sink_text), "%s", sink);
+  if (pid != NULL) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%s/ns/net", pid);
+    o.netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (o.netns_fd < 0) {
+      fprintf(stderr, "wrbench net: %s: %s\n", path, strerror(errno));
+      return 1;
+    }
+  }
+  if (is_loopback(&o.sink))
+    o.redirect = false;
+  if (sink_start(&o) < 0)
+    return 1;
+
+  printf("network: sink on %s, %llu MiB per transfer (median of %d), %d "
+         "connections; proxy %s%s\n",
+         sink, (unsigned long long)(o.bytes >> 20), o.runs, o.conns, proxy,
+         pid ? " in the sandbox's namespace" : "");
+  fflush(stdout);
+  net_measure(&o, PATH_DIRECT, &direct);
+  if (direct.why[0] != '\0')
+    printf("  direct: %s\n", direct.why);
+  struct net_job jobs[2] = {{&o, PATH_CONNECT, &via_connect},
+                            {&o, PATH_REDIRECT, &via_redirect}};
+  for (int i = 0; i < (o.redirect ? 2 : 1); i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, net_job_thread, &jobs[i]) != 0) {
+      perror("wrbench net: pthread_create");
+      return 1;
+    }
+    pthread_join(t, NULL);
+  }
+  net_report("CONNECT", &via_connect, &direct);
+  if (o.redirect)
+    net_report("redirected TCP", &via_redirect, &direct);
+  return via_connect.why[0] != '\0' || direct.why[0] != '\0' ||
+         (o.redirect && via_redirect.why[0] != '\0');
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -296,6 +830,9 @@ int main(int argc, char **argv) {
                    "/var/lib/warren/images/base/rootfs", 30, 200};
   wr_http_client_t *c;
   int ch;
+
+  if (argc > 1 && strcmp(argv[1], "net") == 0)
+    return net_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {

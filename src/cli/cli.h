@@ -94,6 +94,9 @@ int wr_cli_cmd_pause(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_resume(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_rm(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_policy(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_secret(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_ports(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 
@@ -159,6 +162,65 @@ int wr_cli_cp_upload(const struct wr_cli_ctx *ctx, const char *src,
 int wr_cli_cp_download(const struct wr_cli_ctx *ctx,
                        const struct wr_cli_cp_loc *src, const char *dst,
                        wr_error_t *err);
+
+/* `policy allow|deny|check network [--sandbox N] HOST[:PORT]`: argv[0] is
+ * the verb; "network" is the only kind of rule there is so far. */
+struct wr_cli_policy_rule_opts {
+  const char *verb; /* "allow", "deny" or "check" */
+  const char *sandbox;
+  const char *host; /* HOST[:PORT], checked by the daemon */
+  bool json, help;
+};
+int wr_cli_policy_rule_parse(int argc, char **argv,
+                             struct wr_cli_policy_rule_opts *o,
+                             wr_error_t *err);
+
+struct wr_cli_policy_log_opts {
+  const char *sandbox;
+  uint64_t limit; /* 0: the daemon's default */
+  bool follow, json, help;
+};
+int wr_cli_policy_log_parse(int argc, char **argv,
+                            struct wr_cli_policy_log_opts *o, wr_error_t *err);
+/* "/v1/policy/log?..." (caller frees). */
+char *wr_cli_policy_log_path(const struct wr_cli_policy_log_opts *o,
+                             int64_t after);
+
+/* `secret set SERVICE [--host H]... [--header NAME] [--prefix P]
+ * [--env VAR]...`; the value never comes from argv. */
+struct wr_cli_secret_set_opts {
+  const char *service;
+  char **hosts;
+  const char *header, *prefix;
+  char **env;
+  bool help;
+};
+int wr_cli_secret_set_parse(int argc, char **argv,
+                            struct wr_cli_secret_set_opts *o, wr_error_t *err);
+void wr_cli_secret_set_opts_free(struct wr_cli_secret_set_opts *o);
+/* The PUT /v1/secrets/SERVICE body; NULL when value is not UTF-8. */
+json_t *wr_cli_secret_body(const struct wr_cli_secret_set_opts *o,
+                           const char *value, size_t len);
+/* A value as read from a pipe: one trailing newline is not part of it. */
+void wr_cli_secret_trim(char *value, size_t *len);
+
+struct wr_cli_publish {
+  char *addr; /* NULL: the daemon's default (127.0.0.1) */
+  uint16_t host_port, port;
+};
+/* "[ADDR:]HOSTPORT:PORT", ADDR an IPv4 address or a bracketed IPv6 one. */
+int wr_cli_parse_publish(const char *spec, struct wr_cli_publish *out,
+                         wr_error_t *err);
+
+struct wr_cli_ports_opts {
+  const char *sandbox;
+  struct wr_cli_publish publish; /* with has_publish */
+  uint16_t unpublish;            /* 0: none */
+  bool has_publish, json, help;
+};
+int wr_cli_ports_parse(int argc, char **argv, struct wr_cli_ports_opts *o,
+                       wr_error_t *err);
+void wr_cli_ports_opts_free(struct wr_cli_ports_opts *o);
 
 /* ---- option helpers (args.c) --------------------------------------------- */
 

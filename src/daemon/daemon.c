@@ -42,6 +42,19 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_get, 0},
     {"PUT", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_put,
      WR_ROUTE_STREAM_BODY},
+    {"GET", "/v1/sandboxes/{id}/ports", wr_api_ports_list, 0},
+    {"POST", "/v1/sandboxes/{id}/ports", wr_api_ports_publish, 0},
+    {"DELETE", "/v1/sandboxes/{id}/ports/{host_port}", wr_api_ports_unpublish,
+     0},
+    {"GET", "/v1/policy", wr_api_policy_get, 0},
+    {"POST", "/v1/policy/init", wr_api_policy_init, 0},
+    {"POST", "/v1/policy/rules", wr_api_policy_rule_add, 0},
+    {"DELETE", "/v1/policy/rules/{rule}", wr_api_policy_rule_delete, 0},
+    {"POST", "/v1/policy/check", wr_api_policy_check, 0},
+    {"GET", "/v1/policy/log", wr_api_policy_log, 0},
+    {"GET", "/v1/secrets", wr_api_secret_list, 0},
+    {"PUT", "/v1/secrets/{service}", wr_api_secret_put, 0},
+    {"DELETE", "/v1/secrets/{service}", wr_api_secret_delete, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {
@@ -179,6 +192,7 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
       .init_path = cfg->init_path,
       .cgroup_parent = cfg->cgroup_parent,
       .cgroup_mode = cfg->cgroup_mode,
+      .netns_pool = cfg->netns_pool,
   };
   _cleanup_free_ char *db = xasprintf("%s/warren.db", cfg->root);
 
@@ -192,7 +206,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
     return -1;
   if (chmod(cfg->root, 0711) < 0)
     return wr_error_set(err, errno, "chmod `%s`", cfg->root);
-  if (wr_store_open(db, &d->store, err) < 0 || wr_rt_new(&rc, &d->rt, err) < 0)
+  if (wr_store_open(db, &d->store, err) < 0 ||
+      wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
                             &d->http, err);
@@ -268,6 +283,10 @@ static void recover_one(struct wr_daemon *d, struct wr_sandbox *sb) {
     wr_warn("sandbox %s: %s", sb->name, err.msg);
     return;
   }
+  /* Without its proxy a sandbox reaches nothing: it keeps running, cut
+   * off, and the log says why. */
+  if (wr_sandbox_net_up(sb, &inst, &err) < 0)
+    wr_warn("sandbox %s: %s", sb->name, err.msg);
   wr_procs_recover(sb);
   wr_info("sandbox %s: running, managed again (init pid %d)", sb->name,
           (int)inst.pid);
@@ -316,6 +335,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   d->stopping = true;
   wr_info("shutting down; sandboxes keep running");
   wr_images_shutdown(d);
+  wr_network_shutdown(d);
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   if (d->http != NULL) {
@@ -328,6 +348,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
 }
 
 void wr_daemon_fini(struct wr_daemon *d) {
+  wr_network_free(d);
   wr_rt_free(d->rt);
   wr_store_close(d->store);
   free(d->images_dir);

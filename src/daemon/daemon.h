@@ -29,10 +29,18 @@ struct wr_daemon_config {
   const char *default_image; /* "base" */
   uint64_t default_disk;     /* disk limit of sandboxes created without
                                 one, in bytes; 0: none */
+  const char *data_dir;      /* warren's data files (policy presets, ...);
+                                default found next to warrend */
+  const char *upstream_ca;   /* extra CA bundle the proxy trusts for
+                                upstreams, or NULL */
+  const char *hosts_file;    /* static name entries for the proxy's
+                                resolver, or NULL */
+  unsigned netns_pool;       /* network namespaces kept ready */
 };
 
 struct wr_sandbox;
 struct wr_image_build;
+struct wr_network;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -44,6 +52,7 @@ struct wr_daemon {
   char *api_key;                 /* for the TCP listener, or NULL */
   struct wr_sandbox *sandboxes;  /* list of sandboxes known to this daemon */
   struct wr_image_build *builds; /* image builds in progress */
+  struct wr_network *network;    /* egress, secrets, ports (network.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   uv_signal_t sigterm, sigint;
   bool stopping;

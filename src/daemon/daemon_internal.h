@@ -86,6 +86,10 @@ void wr_sandbox_on_exit(struct wr_sandbox *sb);
 /* Begin watching a running instance (pidfd, control connection). */
 int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
                       wr_error_t *err);
+/* Start the proxy and DNS server of a running sandbox (network.c does the
+ * work; this opens the namespace). */
+int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
+                      wr_error_t *err);
 /* The merged root for the files API (cached). */
 int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err);
 /* Build a struct wr_sandbox from a store record (recovery). */
@@ -267,6 +271,47 @@ struct wr_user {
  * /etc/group inside the sandbox's root. */
 int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
                     wr_error_t *err);
+
+/* ---- network: policy, secrets, ports (network.c) ------------------------ */
+
+/* Make the egress engine (warren's CA on first start), load the policy,
+ * secrets and port publications from the store. From wr_daemon_init. */
+int wr_network_init(struct wr_daemon *d, wr_error_t *err);
+/* Close every listener (daemon shutdown); wr_network_free after the loop
+ * has let the handles close. */
+void wr_network_shutdown(struct wr_daemon *d);
+void wr_network_free(struct wr_daemon *d);
+/* A sandbox's init is running: start its proxy and DNS server on the
+ * listeners init holds (listen_fds: taken over, see wr_net_attach) and
+ * with its network namespace (netns_fd borrowed). Before its first
+ * process. */
+int wr_network_sandbox_up(struct wr_sandbox *sb, int netns_fd,
+                          const int listen_fds[3], wr_error_t *err);
+/* The sandbox stopped: close its listeners and connections. */
+void wr_network_sandbox_down(struct wr_sandbox *sb);
+/* The sandbox is being removed: drop its rules and publications. */
+void wr_network_sandbox_removed(struct wr_sandbox *sb);
+/* Variables every process in sb gets: the proxy (HTTP_PROXY, HTTPS_PROXY,
+ * NO_PROXY in both cases), the CA bundle paths, and a placeholder for
+ * each secret's variables. NULL-ended "K=V" list (caller frees). */
+char **wr_network_env(struct wr_sandbox *sb);
+/* Add "ports" (the sandbox's publications) to a sandbox object. */
+void wr_network_sandbox_json_extras(const struct wr_sandbox *sb, json_t *json);
+/* warren's CA certificate (PEM), for the sandbox's trust store. */
+const char *wr_network_ca_pem(struct wr_daemon *d);
+
+void wr_api_policy_get(wr_http_req_t *req, void *ctx);
+void wr_api_policy_init(wr_http_req_t *req, void *ctx);
+void wr_api_policy_rule_add(wr_http_req_t *req, void *ctx);
+void wr_api_policy_rule_delete(wr_http_req_t *req, void *ctx);
+void wr_api_policy_check(wr_http_req_t *req, void *ctx);
+void wr_api_policy_log(wr_http_req_t *req, void *ctx);
+void wr_api_secret_list(wr_http_req_t *req, void *ctx);
+void wr_api_secret_put(wr_http_req_t *req, void *ctx);
+void wr_api_secret_delete(wr_http_req_t *req, void *ctx);
+void wr_api_ports_list(wr_http_req_t *req, void *ctx);
+void wr_api_ports_publish(wr_http_req_t *req, void *ctx);
+void wr_api_ports_unpublish(wr_http_req_t *req, void *ctx);
 
 /* ---- small helpers (daemon.c) ------------------------------------------- */
 

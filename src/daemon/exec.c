@@ -40,14 +40,17 @@ struct spawn_ctx {
 };
 
 /* Unless set, PATH, HOME, USER, HOSTNAME and (with a tty) TERM get values a
- * login would give; the sandbox's env then the exec's env override them. */
-static char **build_env(const struct wr_sandbox *sb, const struct wr_user *u,
+ * login would give; then come the network's variables (proxy, CA bundle,
+ * secret placeholders); the sandbox's env then the exec's env override
+ * them. */
+static char **build_env(struct wr_sandbox *sb, const struct wr_user *u,
                         char **extra, bool tty) {
   char **env = wr_strv_push(NULL, default_path);
   _cleanup_free_ char *home = xasprintf("HOME=%s", u->home);
   _cleanup_free_ char *user = xasprintf("USER=%s", u->name);
   _cleanup_free_ char *host = xasprintf("HOSTNAME=%s", sb->name);
-  char **layers[] = {sb->spec.env, extra};
+  _cleanup_strv_ char **net = wr_network_env(sb);
+  char **layers[] = {net, sb->spec.env, extra};
 
   env = wr_strv_push(env, home);
   env = wr_strv_push(env, user);

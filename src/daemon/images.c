@@ -389,18 +389,6 @@ static struct wr_image_build *build_new(struct wr_daemon *d, const char *name,
 
 /* ---- builds: preparing ------------------------------------------------- */
 
-static int host_codename(char **out, wr_error_t *err) {
-  wr_error_t first = {0};
-
-  if (wr_os_codename("/etc/os-release", out, &first) == 0)
-    return 0;
-  if (first.code != ENOENT) {
-    *err = first;
-    return -1;
-  }
-  return wr_os_codename("/usr/lib/os-release", out, err);
-}
-
 static int make_work_dir(struct wr_image_build *b, wr_error_t *err) {
   char *tmpl = xasprintf("%s/.%s.tmp-XXXXXX", b->images_dir, b->name);
 
@@ -429,7 +417,7 @@ static int build_prepare(struct wr_image_build *b, wr_error_t *err) {
   wr_buf_t sources;
   int r;
 
-  if (host_codename(&b->suite, err) < 0)
+  if (wr_host_codename(&b->suite, err) < 0)
     return -1;
   wr_buf_init(&sources);
   r = wr_apt_sources_collect("/etc/apt", b->suite, &sources, err);

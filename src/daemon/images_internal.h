@@ -53,6 +53,14 @@ int wr_os_codename(const char *os_release, char **out, wr_error_t *err);
 int wr_apt_sources_collect(const char *etc_apt_dir, const char *codename,
                            wr_buf_t *out, wr_error_t *err);
 
+/* This host's release codename (/etc/os-release, else /usr/lib/...). */
+int wr_host_codename(char **out, wr_error_t *err);
+/* The hosts of the http(s) URIs of the apt sources for `codename` (those
+ * an image is built from), NULL-ended, without duplicates; the network
+ * policy's balanced preset names them. */
+int wr_apt_source_hosts(const char *etc_apt_dir, const char *codename,
+                        char ***out, wr_error_t *err);
+
 /* Debian package names: [a-z0-9][a-z0-9+.-]+, at most 128 bytes. */
 bool wr_deb_package_valid(const char *name);
 

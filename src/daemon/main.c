@@ -32,6 +32,15 @@ static const char usage[] =
     "  --cgroup-parent P  cgroup below which sandboxes live (default warren)\n"
     "  --default-disk SIZE  disk limit of sandboxes created without one,\n"
     "                     like 10g (default: none); clients cannot opt out\n"
+    "  --data-dir DIR     warren's data files, such as the balanced preset's\n"
+    "                     domains (default: $WARREN_DATA_DIR, else\n"
+    "                     ../share/warren next to warrend)\n"
+    "  --upstream-ca FILE also trust these CA certificates (PEM) when the\n"
+    "                     proxy connects to hosts it sets secrets for\n"
+    "  --hosts-file FILE  \"ADDR NAME...\" lines the proxy's resolver reads\n"
+    "                     before the host's own\n"
+    "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
+    "                     (default 4; 0: each start makes its own)\n"
     "  --log-level L      error, warn, info or debug (default info)\n"
     "  --log-json         log one JSON object per line\n"
     "  -h, --help         show this help\n";
@@ -100,6 +109,15 @@ static char *default_init_path(void) {
   return xasprintf("%s/../lib/warren/warren-init", dir);
 }
 
+static unsigned parse_pool(const char *s) {
+  uint64_t n;
+  wr_error_t err;
+
+  if (wr_parse_u64(s, 0, 64, &n, &err) < 0)
+    die_usage("--netns-pool takes 0 to 64, not", s);
+  return (unsigned)n;
+}
+
 static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
                        enum wr_log_level *level, bool *json) {
   static const struct option opts[] = {
@@ -110,6 +128,10 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"cgroup", required_argument, NULL, 'c'},
       {"cgroup-parent", required_argument, NULL, 'p'},
       {"default-disk", required_argument, NULL, 'D'},
+      {"data-dir", required_argument, NULL, 'd'},
+      {"upstream-ca", required_argument, NULL, 'u'},
+      {"hosts-file", required_argument, NULL, 'H'},
+      {"netns-pool", required_argument, NULL, 'N'},
       {"log-level", required_argument, NULL, 'L'},
       {"log-json", no_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},
@@ -139,6 +161,18 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'D':
       cfg->default_disk = parse_disk(optarg);
+      break;
+    case 'd':
+      cfg->data_dir = optarg;
+      break;
+    case 'u':
+      cfg->upstream_ca = optarg;
+      break;
+    case 'H':
+      cfg->hosts_file = optarg;
+      break;
+    case 'N':
+      cfg->netns_pool = parse_pool(optarg);
       break;
     case 'L':
       *level = parse_level(optarg);
@@ -179,6 +213,7 @@ int main(int argc, char **argv) {
       .socket_path = "/run/warren/warrend.sock",
       .cgroup_parent = "warren",
       .default_image = "base",
+      .netns_pool = 4,
   };
   _cleanup_free_ char *init_path = NULL;
   enum wr_log_level level = WR_LOG_INFO;

@@ -120,6 +120,7 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
       .cpus = sb->spec.cpus,
       .pids = sb->spec.pids,
       .disk_bytes = sb->spec.disk_bytes,
+      .ca_pem = wr_network_ca_pem(sb->d),
   };
 }
 
@@ -175,8 +176,7 @@ static json_t *limits_json(const struct wr_sandbox_spec *s) {
 
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   bool live = sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED;
-
-  return json_pack(
+  json_t *j = json_pack(
       "{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:o,s:O,s:s,s:o,s:I,s:o}", "id",
       sb->id, "name", sb->name, "image", sb->image, "state",
       state_names[sb->state], "error",
@@ -189,6 +189,9 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
       "uid_base", (json_int_t)wr_rt_id_base(sb->slot), "memory_bytes",
       live ? json_integer((json_int_t)wr_rt_memory_usage(sb->d->rt, sb->id))
            : json_null());
+
+  wr_network_sandbox_json_extras(sb, j);
+  return j;
 }
 
 /* The spec as stored: enough to rebuild the sandbox after a restart. */
@@ -337,10 +340,24 @@ static void reply_sandbox(wr_http_req_t *req, int status,
     wr_http_reply_json(req, status, wr_sandbox_json(sb));
 }
 
-/* Adopt a freshly started instance; on failure kill it. */
+int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
+                      wr_error_t *err) {
+  _cleanup_close_ int netns = wr_rt_open_netns(inst, err);
+  int fds[WR_NET_NFDS];
+
+  if (netns < 0 || wr_rt_net_fds(inst, fds, err) < 0 ||
+      wr_network_sandbox_up(sb, netns, fds, err) < 0)
+    return wr_error_wrap(err, "start the network of sandbox `%s`", sb->name);
+  return 0;
+}
+
+/* Adopt a freshly started instance: its proxy and DNS server listen before
+ * its first process runs. On failure kill it. */
 static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
                           wr_error_t *err) {
-  if (wr_sandbox_attach(sb, inst, err) < 0) {
+  if (wr_sandbox_net_up(sb, inst, err) < 0 ||
+      wr_sandbox_attach(sb, inst, err) < 0) {
+    wr_network_sandbox_down(sb);
     wr_rt_kill(sb->d->rt, sb->id, inst->pidfd, NULL);
     close(inst->pidfd);
     close(inst->ctl);
@@ -658,6 +675,7 @@ void wr_sandbox_on_exit(struct wr_sandbox *sb) {
   struct sb_job *j;
 
   stop_watching(sb);
+  wr_network_sandbox_down(sb);
   wr_procs_sandbox_gone(sb);
   if (sb->stop_timer_init) {
     sb->stop_timer_init = false;
@@ -829,6 +847,7 @@ static void remove_done(struct wr_job *job) {
     wr_sandbox_set_state(sb, WR_SB_ERROR, job->err.msg);
     wr_http_reply_error(j->req, 500, "remove_failed", "%s", job->err.msg);
   } else {
+    wr_network_sandbox_removed(sb);
     wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
     wr_info("sandbox %s removed", sb->name);
     table_remove(sb);

@@ -454,3 +454,72 @@ int wr_apt_sources_collect(const char *etc_apt_dir, const char *codename,
     err->code = ENOENT;
   return -1;
 }
+
+/* ---- this host ----------------------------------------------------------- */
+
+int wr_host_codename(char **out, wr_error_t *err) {
+  wr_error_t first = {0};
+
+  if (wr_os_codename("/etc/os-release", out, &first) == 0)
+    return 0;
+  if (first.code != ENOENT) {
+    *err = first;
+    return -1;
+  }
+  return wr_os_codename("/usr/lib/os-release", out, err);
+}
+
+/* The host of one "http[s]://host[:port]/path" URI; NULL for other
+ * schemes (file:, cdrom:, mirror+file:, ...), which reach no server. */
+static char *uri_host(const char *uri) {
+  const char *p, *end;
+
+  if (wr_str_has_prefix(uri, "http://"))
+    p = uri + 7;
+  else if (wr_str_has_prefix(uri, "https://"))
+    p = uri + 8;
+  else
+    return NULL;
+  if (strchr(p, '@') != NULL && strchr(p, '@') < p + strcspn(p, "/"))
+    p = strchr(p, '@') + 1;
+  if (*p == '[')
+    end = strchr(p, ']') != NULL ? strchr(p, ']') + 1 : p + strlen(p);
+  else
+    end = p + strcspn(p, ":/");
+  return end > p ? xstrndup(p, (size_t)(end - p)) : NULL;
+}
+
+int wr_apt_source_hosts(const char *etc_apt_dir, const char *codename,
+                        char ***out, wr_error_t *err) {
+  char **hosts = xcalloc(1, sizeof(char *));
+  wr_buf_t text;
+  char *line, *next;
+
+  wr_buf_init(&text);
+  if (wr_apt_sources_collect(etc_apt_dir, codename, &text, err) < 0) {
+    wr_buf_free(&text);
+    free(hosts);
+    return -1;
+  }
+  wr_buf_append(&text, "", 1);
+  for (line = text.data; line != NULL; line = next) {
+    next = strchr(line, '\n');
+    if (next != NULL)
+      *next++ = '\0';
+    if (!wr_str_has_prefix(line, "URIs:"))
+      continue;
+    char *save = NULL;
+    for (char *tok = strtok_r(line + 5, " \t", &save); tok != NULL;
+         tok = strtok_r(NULL, " \t", &save)) {
+      _cleanup_free_ char *host = uri_host(tok);
+      bool dup = false;
+      for (size_t i = 0; host != NULL && hosts[i] != NULL; i++)
+        dup = dup || strcmp(hosts[i], host) == 0;
+      if (host != NULL && !dup)
+        hosts = wr_strv_push(hosts, host);
+    }
+  }
+  wr_buf_free(&text);
+  *out = hosts;
+  return 0;
+}

@@ -59,11 +59,14 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   rt->sandboxes_dir = xasprintf("%s/sandboxes", cfg->root);
   rt->mkfs_path = wr_disk_find_mkfs();
   rt->loop_ok = wr_disk_supported();
+  rt->nft_path = wr_netns_find_nft();
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
       (rt->init_memfd = load_init(cfg->init_path, err)) < 0 ||
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
       wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
-                     err) < 0) {
+                     err) < 0 ||
+      wr_netns_pool_new(rt->nft_path, cfg->netns_pool, &rt->netns_pool, err) <
+          0) {
     wr_rt_free(rt);
     return -1;
   }
@@ -81,6 +84,8 @@ void wr_rt_free(struct wr_runtime *rt) {
   free(rt->root);
   free(rt->sandboxes_dir);
   free(rt->mkfs_path);
+  wr_netns_pool_free(rt->netns_pool);
+  free(rt->nft_path);
   free(rt);
 }
 
@@ -253,6 +258,40 @@ static int ensure_mounted(const struct wr_runtime *rt,
   return wr_rootfs_mount(dir, layers, s->image_dir, userns_fd, err);
 }
 
+/* Where warren's CA goes inside: its own file (NODE_EXTRA_CA_CERTS points
+ * there) and appended to the system bundle that OpenSSL, curl, Python and
+ * git read. The image's bundle is the base each time, so a sandbox that
+ * is started again gets the current CA once. */
+#define CA_DIR "/usr/local/share/ca-certificates"
+#define CA_FILE CA_DIR "/warren-ca.crt"
+#define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define BUNDLE_MAX (16u << 20)
+
+static int seed_trust(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
+  struct wr_files_ctx fc = {.rootfd = rootfd,
+                            .id_base = wr_rt_id_base(s->slot),
+                            .id_count = WR_ID_COUNT};
+  _cleanup_free_ char *image_bundle = NULL, *bundle = NULL;
+  _cleanup_free_ char *path = NULL;
+  size_t len = 0;
+
+  if (s->ca_pem == NULL)
+    return 0;
+  if (wr_files_mkdir(&fc, CA_DIR, 0755, true, err) < 0 ||
+      write_in_root(rootfd, CA_FILE, s->ca_pem, fc.id_base, err) < 0)
+    return wr_error_wrap(err, "install warren's CA");
+  path = xasprintf("%s" CA_BUNDLE, s->image_dir);
+  if (wr_read_file(path, BUNDLE_MAX, &image_bundle, &len, NULL) < 0)
+    image_bundle = xstrdup("");
+  bundle = xasprintf("%s%s# warren's CA (the egress proxy)\n%s", image_bundle,
+                     len > 0 && image_bundle[len - 1] != '\n' ? "\n" : "",
+                     s->ca_pem);
+  if (wr_files_mkdir(&fc, "/etc/ssl/certs", 0755, true, err) < 0 ||
+      write_in_root(rootfd, CA_BUNDLE, bundle, fc.id_base, err) < 0)
+    return wr_error_wrap(err, "install warren's CA");
+  return 0;
+}
+
 /* Mount the root with an id-mapped image and write the files that name the
  * sandbox. */
 static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
@@ -262,7 +301,8 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   if (ensure_mounted(rt, spec, userns, true, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
-  if (rootfd < 0 || seed_root(rootfd, spec, err) < 0)
+  if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
+      seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
 }
@@ -426,10 +466,15 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   int r, pidfd = -1;
 
+  struct wr_netns netns = {.fd = -1};
+
   a.rootfs = rootfs;
+  a.netns = &netns;
   memset(inst, 0, sizeof(*inst));
   inst->pidfd = inst->ctl = -1;
   r = open_start_fds(rt, spec, dir, &f, err);
+  if (r == 0)
+    r = wr_netns_take(rt->netns_pool, &netns, err);
   if (r == 0) {
     a.userns_fd = userns;
     a.log_fd = f.log;
@@ -441,6 +486,7 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     r = wr_spawn_init(&a, &inst->pid, &pidfd, err);
   }
   close_start_fds(&f);
+  wr_netns_close(&netns);
   if (r == 0 && hello(ctl, &inst->ctl, err) < 0) {
     _cleanup_free_ char *tail = wr_rt_init_log_tail(rt, spec->id, 400);
     if (tail != NULL && *tail != '\0')
@@ -460,8 +506,12 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                 struct wr_rt_instance *inst, wr_error_t *err) {
   _cleanup_close_ int userns = -1;
 
+  _cleanup_close_ int rootfd = -1;
+
   if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-      ensure_mounted(rt, spec, userns, false, err) < 0)
+      ensure_mounted(rt, spec, userns, false, err) < 0 ||
+      (rootfd = wr_rt_open_root(rt, spec, err)) < 0 ||
+      seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "start sandbox `%s`", spec->id);
   return start_in(rt, spec, userns, inst, err);
 }

@@ -56,6 +56,7 @@ struct wr_runtime_config {
   const char *cgroup_parent; /* cgroup below which sandboxes live: "warren" */
   enum wr_cgroup_mode cgroup_mode;
   const char *cgroup_v2_mount; /* where cgroup2 is mounted (auto if NULL) */
+  unsigned netns_pool;         /* network namespaces kept ready (0: none) */
 };
 
 struct wr_runtime;
@@ -85,6 +86,7 @@ struct wr_rt_spec {
   uint64_t pids;         /* 0: no limit */
   uint64_t nofile;       /* RLIMIT_NOFILE; 0: default 65536 */
   uint64_t disk_bytes;   /* own ext4 image of this size; 0: no limit */
+  const char *ca_pem;    /* warren's CA, trusted inside; NULL: none */
 };
 
 /* A running sandbox as the driver knows it. */
@@ -102,7 +104,7 @@ static inline uint32_t wr_rt_id_base(uint32_t slot) {
 /* Create the sandbox's directories (and its disk image, formatted, with a
  * disk limit) and mount its root (idempotent: a root that is already
  * mounted is kept). Writes /etc/hostname and /etc/hosts in the upper
- * layer. */
+ * layer, and warren's CA into the trust store (again at each start). */
 int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err);
 /* Start warren-init in fresh namespaces and cgroups and wait until it
@@ -135,6 +137,23 @@ int wr_rt_reattach(struct wr_runtime *rt, const char *id,
  * host reboot. */
 int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                     wr_error_t *err);
+/* warrend's listeners inside a sandbox: made before its first process and
+ * held by warren-init at fds WR_NET_FD_BASE + index (see netns.c). */
+#define WR_NET_PROXY_PORT 3128
+#define WR_NET_DNS_PORT 53
+#define WR_NET_FD_BASE 6
+enum {
+  WR_NET_PROXY4 = 0, /* TCP 127.0.0.1:3128 */
+  WR_NET_PROXY6,     /* TCP [::1]:3128; -1 when the host has no IPv6 */
+  WR_NET_DNS4,       /* UDP 127.0.0.1:53 */
+  WR_NET_NFDS
+};
+/* Copies of those listeners (pidfd_getfd on init), caller owns them. */
+int wr_rt_net_fds(const struct wr_rt_instance *inst, int fds[WR_NET_NFDS],
+                  wr_error_t *err);
+/* An fd of the running sandbox's network namespace (for warrend's proxy
+ * and port forwards), checked against pid reuse with the pidfd. */
+int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err);
 /* Memory use of the sandbox in bytes (cgroup), 0 when unknown. */
 uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id);
 /* Whether any process is left in the sandbox's cgroup. */

@@ -17,7 +17,9 @@ struct wr_runtime {
   size_t seccomp_len;
   struct wr_cgroup cg;
   char *mkfs_path; /* mkfs.ext4 for disk images, or NULL */
-  bool loop_ok;    /* /dev/loop-control is usable */
+  char *nft_path;  /* nft, for each sandbox's network filter, or NULL */
+  struct wr_netns_pool *netns_pool; /* locked inside; see netns.c */
+  bool loop_ok;                     /* /dev/loop-control is usable */
 };
 
 /* userns.c: a user namespace mapping 0..WR_ID_COUNT-1 to the slot's range. */
@@ -47,6 +49,34 @@ char *wr_disk_layers_dir(const char *dir);
 int wr_seccomp_build(void **progs, size_t *len, wr_error_t *err);
 int wr_seccomp_memfd(const void *progs, size_t len, wr_error_t *err);
 
+/* netns.c: loopback-only network namespaces with every way out
+ * redirected to warrend's proxy (see the top of netns.c). */
+/* A prepared namespace: routes, filter rules and warrend's listeners. */
+struct wr_netns {
+  int fd;                  /* the namespace */
+  int listen[WR_NET_NFDS]; /* the listeners; PROXY6 may be -1 */
+};
+#define WR_NETNS_POOL_MAX 64
+struct wr_netns_pool;
+/* Default routes through lo in the calling thread's namespace. */
+int wr_netns_routes(void);
+/* warrend's listeners in the calling thread's namespace (fds >= 64,
+ * CLOEXEC; the IPv6 one is -1 when the host has no IPv6). On failure
+ * *step names the listener. */
+int wr_netns_listen(int fds[WR_NET_NFDS], const char **step);
+char *wr_netns_find_nft(void);
+/* Make and set up a namespace (the calling thread returns to its own). */
+int wr_netns_prepare(const char *nft, struct wr_netns *ns, wr_error_t *err);
+void wr_netns_close(struct wr_netns *ns);
+/* A thread that keeps `size` namespaces ready (0: none, every start
+ * prepares its own). */
+int wr_netns_pool_new(const char *nft, unsigned size,
+                      struct wr_netns_pool **out, wr_error_t *err);
+void wr_netns_pool_free(struct wr_netns_pool *p);
+/* A ready namespace (owned by the caller), or a new one if none is. */
+int wr_netns_take(struct wr_netns_pool *p, struct wr_netns *ns,
+                  wr_error_t *err);
+
 /* spawn.c: clone warren-init into new namespaces. */
 struct wr_spawn_args {
   const char *rootfs;   /* host path of the merged root */
@@ -66,6 +96,7 @@ struct wr_spawn_args {
   size_t ncgroup_fds;
   uint64_t nofile;
   uint64_t nproc;
+  const struct wr_netns *netns; /* joined by the child */
 };
 int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
                   wr_error_t *err);

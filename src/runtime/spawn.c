@@ -1,9 +1,11 @@
 /*
  * Starting warren-init in a new sandbox.
  *
- * The daemon clones a child into new pid, mount, uts, ipc and network
- * namespaces. Still host root, and so owning all of them, the child brings
- * up loopback, binds the control socket, builds /proc and /dev inside the
+ * The daemon clones a child into new pid, mount, uts and ipc namespaces.
+ * Still host root, and so owning all of them, the child joins the network
+ * namespace prepared for it (netns.c: loopback, the filter that sends
+ * everything else to warrend, warrend's listeners, which it hands on to
+ * warren-init), binds the control socket, builds /proc and /dev inside the
  * sandbox's root, pivots into it, enters a new cgroup namespace once it is
  * in the sandbox's cgroups, and execs warren-init from a sealed memfd.
  *
@@ -50,7 +52,9 @@ struct child_ctx {
   /* The child's copies of its fds, moved above 63 so that placing them at
    * 0..5 for warren-init cannot clobber one another. */
   int report_fd, ctl, log, sec, uns, exe;
-  int joined_fd; /* the parent closes its end once the child is moved */
+  int netns;            /* the prepared network namespace */
+  int net[WR_NET_NFDS]; /* warrend's listeners, for init to hold */
+  int joined_fd;        /* the parent closes its end once the child is moved */
   char dev_opts[96];
   char pts_opts[96];
   char shm_opts[96];
@@ -92,25 +96,11 @@ static void enter_cgroups(const struct child_ctx *c) {
   CHECK(c, unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
 }
 
-/* Only loopback exists in the new network namespace; bring it up and let
- * unprivileged processes bind low ports (dev servers on :80). */
+/* Join the network namespace prepared for the sandbox (netns.c: lo, routes
+ * through it, the filter, warrend's listeners), owned by the host's user
+ * namespace like the others. */
 static void setup_net(const struct child_ctx *c) {
-  struct ifreq ifr = {0};
-  int s, fd;
-
-  s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  CHECK(c, s, "socket");
-  memcpy(ifr.ifr_name, "lo", 3);
-  CHECK(c, ioctl(s, SIOCGIFFLAGS, &ifr), "get lo flags");
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  CHECK(c, ioctl(s, SIOCSIFFLAGS, &ifr), "bring lo up");
-  close(s);
-  fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
-            O_WRONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    CHECK(c, write(fd, "0", 1), "ip_unprivileged_port_start");
-    close(fd);
-  }
+  CHECK(c, setns(c->netns, CLONE_NEWNET), "join the network namespace");
 }
 
 /* The control socket is bound on the host path before the pivot, by the
@@ -142,6 +132,13 @@ static void lift_fds(struct child_ctx *c, int report_fd, int joined_fd) {
   c->sec = fcntl(c->a->seccomp_fd, F_DUPFD_CLOEXEC, 64);
   c->uns = fcntl(c->a->userns_fd, F_DUPFD_CLOEXEC, 64);
   c->exe = fcntl(c->a->init_memfd, F_DUPFD_CLOEXEC, 64);
+  c->netns = fcntl(c->a->netns->fd, F_DUPFD_CLOEXEC, 64);
+  for (int i = 0; i < WR_NET_NFDS; i++)
+    c->net[i] = c->a->netns->listen[i] < 0
+                    ? -1
+                    : fcntl(c->a->netns->listen[i], F_DUPFD_CLOEXEC, 64);
+  if (c->netns < 0 || c->net[WR_NET_PROXY4] < 0 || c->net[WR_NET_DNS4] < 0)
+    child_fail(c, "dup network fds");
   if (c->log < 0 || c->sec < 0 || c->uns < 0 || c->exe < 0 || c->joined_fd < 0)
     child_fail(c, "dup fds");
 }
@@ -240,7 +237,8 @@ static void setup_root(const struct child_ctx *c) {
 }
 
 /* Put the fds warren-init expects in place (0 /dev/null, 1-2 the log, 3
- * control, 4 seccomp, 5 userns) and mark every other one close-on-exec. */
+ * control, 4 seccomp, 5 userns, 6-8 warrend's listeners, which it only
+ * holds) and mark every other one close-on-exec. */
 static void setup_fds(const struct child_ctx *c) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
@@ -251,7 +249,13 @@ static void setup_fds(const struct child_ctx *c) {
   CHECK(c, dup2(c->ctl, 3), "dup2 control");
   CHECK(c, dup2(c->sec, 4), "dup2 seccomp");
   CHECK(c, dup2(c->uns, 5), "dup2 userns");
-  CHECK(c, syscall(SYS_close_range, 6, ~0U, CLOSE_RANGE_CLOEXEC),
+  /* A listener the host cannot have (IPv6) is /dev/null (fd 0 by now). */
+  for (int i = 0; i < WR_NET_NFDS; i++)
+    CHECK(c, dup2(c->net[i] >= 0 ? c->net[i] : 0, WR_NET_FD_BASE + i),
+          "dup2 listener");
+  CHECK(c,
+        syscall(SYS_close_range, WR_NET_FD_BASE + WR_NET_NFDS, ~0U,
+                CLOSE_RANGE_CLOEXEC),
         "close_range");
 }
 
@@ -337,7 +341,7 @@ static int move_child(const struct wr_spawn_args *a, pid_t child,
 static pid_t clone_child(const struct wr_spawn_args *a, int *pidfd) {
   struct clone_args ca = {
       .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
-               CLONE_NEWNET | CLONE_PIDFD,
+               CLONE_PIDFD,
       .pidfd = (uint64_t)(uintptr_t)pidfd,
       .exit_signal = SIGCHLD,
   };
@@ -373,7 +377,7 @@ int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
   close(joined[0]);
   if (child < 0)
     r = wr_error_set(err, errno, "clone");
-  else if (a->cgroup_dir < 0)
+  else
     r = move_child(a, child, err);
   if (r == 0 && write(joined[1], "1", 1) != 1)
     r = wr_error_set(err, errno, "signal the sandbox");

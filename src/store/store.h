@@ -90,4 +90,130 @@ int wr_store_image_users(wr_store_t *st, const char *name, unsigned *count,
 void wr_image_rec_free(struct wr_image_rec *rec);
 void wr_image_recs_free(struct wr_image_rec *recs, size_t n);
 
+/* ---- network: settings, policy, log, secrets, ports (net.c) ------------- */
+
+/* A setting's value ("policy.preset"); ENOENT when it was never set. */
+int wr_store_setting_get(wr_store_t *st, const char *key, char **value,
+                         wr_error_t *err);
+/* Insert or replace. */
+int wr_store_setting_set(wr_store_t *st, const char *key, const char *value,
+                         wr_error_t *err);
+
+/* A policy rule as stored: the pattern is already normalised. */
+struct wr_rule_rec {
+  int64_t id;
+  char *sandbox_id; /* NULL: a global rule */
+  bool allow;
+  char *pattern; /* "example.com", "*.example.com", "10.0.0.0/8" */
+  uint16_t port; /* 0: every port */
+  int64_t created_ms;
+};
+
+/* Add a rule unless the same one (sandbox, action, pattern, port) exists;
+ * either way rec gets the stored row. *added says which happened (may be
+ * NULL). A sandbox that does not exist is EINVAL. */
+int wr_store_rule_add(wr_store_t *st, const struct wr_rule_rec *in,
+                      struct wr_rule_rec *rec, bool *added, wr_error_t *err);
+int wr_store_rule_get(wr_store_t *st, int64_t id, struct wr_rule_rec *rec,
+                      wr_error_t *err);
+/* In id order: every rule when sandbox_id is NULL, else the global rules
+ * and that sandbox's. */
+int wr_store_rule_list(wr_store_t *st, const char *sandbox_id,
+                       struct wr_rule_rec **recs, size_t *n, wr_error_t *err);
+int wr_store_rule_delete(wr_store_t *st, int64_t id, wr_error_t *err);
+void wr_rule_rec_free(struct wr_rule_rec *rec);
+void wr_rule_recs_free(struct wr_rule_rec *recs, size_t n);
+
+/* How many log entries are kept: older ones are pruned every
+ * WR_NETLOG_PRUNE_EVERY inserts, so at most KEEP + PRUNE_EVERY exist. */
+#define WR_NETLOG_KEEP 100000
+#define WR_NETLOG_PRUNE_EVERY 1000
+
+/* One decision of the egress proxy or DNS server. */
+struct wr_netlog_rec {
+  int64_t id;
+  int64_t time_ms;
+  char *sandbox_id;
+  char *kind; /* "dns", "connect", "http", "tcp" */
+  char *host; /* or NULL */
+  char *addr; /* or NULL */
+  uint16_t port;
+  bool allow;
+  char *rule;   /* the deciding rule's text, or NULL */
+  char *reason; /* or NULL */
+  bool intercepted;
+  uint64_t bytes_up, bytes_down;
+};
+
+/* Append an entry (rec->id is ignored); *id gets its id (may be NULL). */
+int wr_store_netlog_add(wr_store_t *st, const struct wr_netlog_rec *rec,
+                        int64_t *id, wr_error_t *err);
+/* Entries of one sandbox (or all when sandbox_id is NULL), oldest first:
+ * with after > 0, the first `limit` entries whose id is greater; else the
+ * newest `limit`. */
+int wr_store_netlog_list(wr_store_t *st, const char *sandbox_id, int64_t after,
+                         size_t limit, struct wr_netlog_rec **recs, size_t *n,
+                         wr_error_t *err);
+void wr_netlog_rec_free(struct wr_netlog_rec *rec);
+void wr_netlog_recs_free(struct wr_netlog_rec *recs, size_t n);
+
+/* A secret's description. Its value is not in the database: it is the
+ * file secrets/SERVICE beside it (mode 0600, in a 0700 directory). */
+struct wr_secret_rec {
+  char *service;    /* [a-z0-9_-]{1,64} */
+  char *hosts_json; /* JSON array of host names */
+  char *header;
+  char *prefix;   /* "" when none */
+  char *env_json; /* JSON array of variable names */
+  int64_t created_ms;
+};
+
+/* Whether a service name is one the store accepts (it names a file). */
+bool wr_store_secret_name_valid(const char *service);
+/* Write the value (atomically: a temporary file renamed over the old
+ * one), then insert or replace the record; created_ms is kept from the
+ * first put. */
+int wr_store_secret_put(wr_store_t *st, const struct wr_secret_rec *rec,
+                        const char *value, size_t len, wr_error_t *err);
+int wr_store_secret_get(wr_store_t *st, const char *service,
+                        struct wr_secret_rec *rec, wr_error_t *err);
+/* Ordered by service. */
+int wr_store_secret_list(wr_store_t *st, struct wr_secret_rec **recs, size_t *n,
+                         wr_error_t *err);
+/* The value (NUL-terminated; caller frees, ideally after wiping it). */
+int wr_store_secret_value(wr_store_t *st, const char *service, char **value,
+                          size_t *len, wr_error_t *err);
+/* Delete the record and the value's file. */
+int wr_store_secret_delete(wr_store_t *st, const char *service,
+                           wr_error_t *err);
+void wr_secret_rec_free(struct wr_secret_rec *rec);
+void wr_secret_recs_free(struct wr_secret_rec *recs, size_t n);
+
+/* A published port: addr:host_port on the host reaches 127.0.0.1:port
+ * inside the sandbox. */
+struct wr_port_rec {
+  char *sandbox_id;
+  char *addr; /* canonical IP text: "127.0.0.1" */
+  uint16_t host_port;
+  uint16_t port;
+  int64_t created_ms;
+};
+
+/* EEXIST when addr:host_port is taken, or the sandbox already publishes
+ * host_port. */
+int wr_store_port_add(wr_store_t *st, const struct wr_port_rec *rec,
+                      wr_error_t *err);
+/* Ordered by host port: one sandbox's, or all when sandbox_id is NULL. */
+int wr_store_port_list(wr_store_t *st, const char *sandbox_id,
+                       struct wr_port_rec **recs, size_t *n, wr_error_t *err);
+int wr_store_port_delete(wr_store_t *st, const char *sandbox_id,
+                         uint16_t host_port, wr_error_t *err);
+void wr_port_rec_free(struct wr_port_rec *rec);
+void wr_port_recs_free(struct wr_port_rec *recs, size_t n);
+
+/* Drop a sandbox's rules and port publications (also done by the
+ * database when its row is deleted). */
+int wr_store_net_forget_sandbox(wr_store_t *st, const char *sandbox_id,
+                                wr_error_t *err);
+
 #endif

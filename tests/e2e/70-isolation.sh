@@ -100,10 +100,12 @@ test_only_own_processes_visible() {
     "fds of a new process (3: ls's own directory)"
 }
 
-# No route out: connects to the internet and to the host fail before any
-# packet leaves, only lo exists, root cannot change that; lo itself works.
-test_no_network_route() {
-  local host_ip gw out
+# No route out but warrend's proxy: a connection to the internet, to the
+# host or to the metadata service lands on the proxy (the namespace's
+# filter redirects it), which refuses it by policy and logs why; nothing
+# else exists but lo, root cannot change that; lo itself works.
+test_no_route_out_but_the_proxy() {
+  local host_ip gw out addr log
   new_sandbox iso-net
   install_helper iso-net probe
   if command -v ip >/dev/null; then
@@ -115,9 +117,21 @@ test_no_network_route() {
   for addr in 1.1.1.1:80 1.1.1.1:443 169.254.169.254:80 \
     2606:4700:4700::1111:443 ${host_ip:+$host_ip:22} ${host_ip:+$host_ip:80} \
     ${gw:+$gw:53}; do
-    out=$("$WARREN" exec iso-net -- probe net "${addr%:*}" "${addr##*:}")
-    assert_eq "connect_${addr%:*}_${addr##*:}: ENETUNREACH" "$out" \
-      "connect to $addr"
+    out=$("$WARREN" exec iso-net -- python3 -c '
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5)
+try:
+    data = s.recv(100)
+    print("closed" if data == b"" else "answered %r" % data)
+except ConnectionResetError:
+    print("closed")
+' "$addr" 2>&1)
+    assert_eq "closed" "$out" "a connection to $addr"
+    log=$("$WARREN" policy log --json --sandbox iso-net)
+    assert_eq false "$(printf '%s' "$log" | jq -r --arg a "${addr%:*}" \
+      '[.entries[] | select(.addr == $a)] | last | .allow')" \
+      "the log's verdict on $addr"
   done
 
   out=$("$WARREN" exec iso-net -- cat /proc/net/dev |

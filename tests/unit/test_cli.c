@@ -642,6 +642,189 @@ static void test_json_accessors(void **state) {
   assert_false(wr_cli_jbool(o, "missing"));
 }
 
+/* ---- policy, secret, ports --------------------------------------------- */
+
+static void test_policy_rule_parse(void **state) {
+  char **a = ARGV("allow", "--sandbox", "web", "network", "example.com:443");
+  char **b = ARGV("check", "network", "10.0.0.1", "--json");
+  char **help = ARGV("deny", "--help");
+  struct wr_cli_policy_rule_opts o;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(a), a, &o, &err), 0);
+  assert_string_equal(o.verb, "allow");
+  assert_string_equal(o.sandbox, "web");
+  assert_string_equal(o.host, "example.com:443");
+  assert_false(o.json);
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(b), b, &o, &err), 0);
+  assert_string_equal(o.verb, "check");
+  assert_null(o.sandbox);
+  assert_string_equal(o.host, "10.0.0.1");
+  assert_true(o.json);
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(help), help, &o, &err), 0);
+  assert_true(o.help);
+}
+
+static void test_policy_rule_errors(void **state) {
+  char **no_kind = ARGV("allow", "example.com");
+  char **no_host = ARGV("allow", "network");
+  char **two = ARGV("deny", "network", "a.example", "b.example");
+  char **json = ARGV("allow", "--json", "network", "a.example");
+  char **none = ARGV("allow");
+  struct wr_cli_policy_rule_opts o;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(no_kind), no_kind, &o, &err),
+                   -1);
+  assert_non_null(strstr(err.msg, "only `network`"));
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(no_host), no_host, &o, &err),
+                   -1);
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(two), two, &o, &err), -1);
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(json), json, &o, &err), -1);
+  assert_int_equal(wr_cli_policy_rule_parse(ARGC(none), none, &o, &err), -1);
+}
+
+static void test_policy_log_parse(void **state) {
+  char **a = ARGV("log", "--sandbox", "web app", "-f", "--limit", "20");
+  char **b = ARGV("log", "--json");
+  char **bad = ARGV("log", "--limit", "0");
+  char **big = ARGV("log", "--limit", "10001");
+  char **extra = ARGV("log", "web");
+  struct wr_cli_policy_log_opts o;
+  _cleanup_free_ char *p1 = NULL;
+  _cleanup_free_ char *p2 = NULL;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_policy_log_parse(ARGC(a), a, &o, &err), 0);
+  assert_string_equal(o.sandbox, "web app");
+  assert_true(o.follow);
+  assert_int_equal(o.limit, 20);
+  p1 = wr_cli_policy_log_path(&o, 42);
+  assert_string_equal(p1, "/v1/policy/log?limit=20&sandbox=web%20app"
+                          "&after=42&follow=true");
+  assert_int_equal(wr_cli_policy_log_parse(ARGC(b), b, &o, &err), 0);
+  assert_true(o.json);
+  p2 = wr_cli_policy_log_path(&o, 0);
+  assert_string_equal(p2, "/v1/policy/log?limit=100");
+  assert_int_equal(wr_cli_policy_log_parse(ARGC(bad), bad, &o, &err), -1);
+  assert_non_null(strstr(err.msg, "--limit"));
+  assert_int_equal(wr_cli_policy_log_parse(ARGC(big), big, &o, &err), -1);
+  assert_int_equal(wr_cli_policy_log_parse(ARGC(extra), extra, &o, &err), -1);
+}
+
+static void test_secret_set_parse(void **state) {
+  char **a = ARGV("set", "internal", "--host", "a.example", "--host",
+                  "b.example", "--header", "Authorization", "--prefix",
+                  "Bearer ", "--env", "TOKEN");
+  char **builtin = ARGV("set", "openai");
+  char **in_argv = ARGV("set", "openai", "sk-secret");
+  char **bad_env = ARGV("set", "x", "--env", "1BAD");
+  struct wr_cli_secret_set_opts o = {0};
+  _cleanup_json_ json_t *body = NULL;
+  _cleanup_json_ json_t *bare = NULL;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_secret_set_parse(ARGC(a), a, &o, &err), 0);
+  assert_string_equal(o.service, "internal");
+  assert_int_equal(wr_strv_len(o.hosts), 2);
+  assert_string_equal(o.header, "Authorization");
+  body = wr_cli_secret_body(&o, "tok\0en", 6);
+  assert_int_equal(json_string_length(json_object_get(body, "value")), 6);
+  assert_int_equal(json_array_size(json_object_get(body, "hosts")), 2);
+  assert_string_equal(json_string_value(json_object_get(body, "prefix")),
+                      "Bearer ");
+  assert_string_equal(
+      json_string_value(json_array_get(json_object_get(body, "env"), 0)),
+      "TOKEN");
+  assert_null(wr_cli_secret_body(&o, "\xff", 1));
+  wr_cli_secret_set_opts_free(&o);
+
+  /* A built-in service sends only the value: the daemon knows the rest. */
+  assert_int_equal(wr_cli_secret_set_parse(ARGC(builtin), builtin, &o, &err),
+                   0);
+  bare = wr_cli_secret_body(&o, "v", 1);
+  assert_int_equal(json_object_size(bare), 1);
+  wr_cli_secret_set_opts_free(&o);
+
+  /* The value never comes from the command line. */
+  assert_int_equal(wr_cli_secret_set_parse(ARGC(in_argv), in_argv, &o, &err),
+                   -1);
+  assert_non_null(strstr(err.msg, "stdin"));
+  wr_cli_secret_set_opts_free(&o);
+  assert_int_equal(wr_cli_secret_set_parse(ARGC(bad_env), bad_env, &o, &err),
+                   -1);
+  wr_cli_secret_set_opts_free(&o);
+}
+
+static void test_secret_trim(void **state) {
+  char a[] = "sk-1\n", b[] = "sk-2\r\n", c[] = "sk-3\n\n", d[] = "sk-4";
+  size_t la = 5, lb = 6, lc = 6, ld = 4;
+  (void)state;
+
+  wr_cli_secret_trim(a, &la);
+  assert_string_equal(a, "sk-1");
+  wr_cli_secret_trim(b, &lb);
+  assert_string_equal(b, "sk-2");
+  wr_cli_secret_trim(c, &lc);
+  assert_int_equal(lc, 5); /* one newline only */
+  wr_cli_secret_trim(d, &ld);
+  assert_int_equal(ld, 4);
+}
+
+static void test_publish_spec(void **state) {
+  struct wr_cli_publish p;
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_parse_publish("8080:8000", &p, &err), 0);
+  assert_null(p.addr);
+  assert_int_equal(p.host_port, 8080);
+  assert_int_equal(p.port, 8000);
+  assert_int_equal(wr_cli_parse_publish("0.0.0.0:80:3000", &p, &err), 0);
+  assert_string_equal(p.addr, "0.0.0.0");
+  assert_int_equal(p.host_port, 80);
+  assert_int_equal(p.port, 3000);
+  free(p.addr);
+  assert_int_equal(wr_cli_parse_publish("[::1]:8080:8000", &p, &err), 0);
+  assert_string_equal(p.addr, "::1");
+  assert_int_equal(p.host_port, 8080);
+  free(p.addr);
+  assert_int_equal(wr_cli_parse_publish("8080", &p, &err), -1);
+  assert_int_equal(wr_cli_parse_publish("8080:0", &p, &err), -1);
+  assert_int_equal(wr_cli_parse_publish("70000:80", &p, &err), -1);
+  assert_int_equal(wr_cli_parse_publish(":80:80", &p, &err), -1);
+  assert_int_equal(wr_cli_parse_publish("::1:8080:8000", &p, &err), -1);
+  assert_non_null(strstr(err.msg, "brackets"));
+}
+
+static void test_ports_parse(void **state) {
+  char **list = ARGV("ports", "web", "--json");
+  char **pub = ARGV("ports", "--publish", "8080:8000", "web");
+  char **unpub = ARGV("ports", "web", "--unpublish", "8080");
+  char **both = ARGV("ports", "web", "--publish", "1:2", "--unpublish", "1");
+  char **none = ARGV("ports");
+  struct wr_cli_ports_opts o = {0};
+  wr_error_t err = {0};
+  (void)state;
+
+  assert_int_equal(wr_cli_ports_parse(ARGC(list), list, &o, &err), 0);
+  assert_string_equal(o.sandbox, "web");
+  assert_true(o.json);
+  assert_false(o.has_publish);
+  assert_int_equal(wr_cli_ports_parse(ARGC(pub), pub, &o, &err), 0);
+  assert_true(o.has_publish);
+  assert_int_equal(o.publish.host_port, 8080);
+  assert_int_equal(wr_cli_ports_parse(ARGC(unpub), unpub, &o, &err), 0);
+  assert_int_equal(o.unpublish, 8080);
+  assert_int_equal(wr_cli_ports_parse(ARGC(both), both, &o, &err), -1);
+  wr_cli_ports_opts_free(&o);
+  assert_int_equal(wr_cli_ports_parse(ARGC(none), none, &o, &err), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dispatch),
@@ -665,6 +848,13 @@ int main(void) {
       cmocka_unit_test(test_table),
       cmocka_unit_test(test_base64),
       cmocka_unit_test(test_json_accessors),
+      cmocka_unit_test(test_policy_rule_parse),
+      cmocka_unit_test(test_policy_rule_errors),
+      cmocka_unit_test(test_policy_log_parse),
+      cmocka_unit_test(test_secret_set_parse),
+      cmocka_unit_test(test_secret_trim),
+      cmocka_unit_test(test_publish_spec),
+      cmocka_unit_test(test_ports_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

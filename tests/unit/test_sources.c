@@ -275,6 +275,32 @@ static void test_codename(void **state) {
   assert_non_null(strstr(err.msg, "VERSION_CODENAME"));
 }
 
+/* The balanced network preset names the mirrors' hosts: http(s) only,
+ * each once, without user info or port; other releases' are left out. */
+static void test_source_hosts(void **state) {
+  struct fixture *fx = *state;
+  char **hosts = NULL;
+  wr_error_t err = {0};
+
+  put_file(fx, "sources.list",
+           "deb http://mirror.example/debian bookworm main\n"
+           "deb https://user:pw@secure.example:8443/debian-security "
+           "bookworm-security main\n"
+           "deb http://mirror.example/debian bookworm-updates main\n"
+           "deb http://old.example/debian bullseye main\n"
+           "deb file:/srv/repo bookworm main\n");
+  put_file(fx, "sources.list.d/v6.sources",
+           "Types: deb\nURIs: http://[2001:db8::5]/debian\n"
+           "Suites: bookworm\nComponents: main\n");
+  if (wr_apt_source_hosts(fx->dir, "bookworm", &hosts, &err) < 0)
+    fail_msg("hosts: %s", err.msg);
+  assert_int_equal(wr_strv_len(hosts), 3);
+  assert_string_equal(hosts[0], "mirror.example");
+  assert_string_equal(hosts[1], "secure.example");
+  assert_string_equal(hosts[2], "[2001:db8::5]");
+  wr_strv_free(hosts);
+}
+
 static void test_package_names(void **state) {
   (void)state;
   assert_true(wr_deb_package_valid("git"));
@@ -304,6 +330,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_none_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_codename, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_source_hosts, setup, teardown),
       cmocka_unit_test(test_package_names),
   };
 

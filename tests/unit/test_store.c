@@ -10,6 +10,11 @@
 
 #include "store/store_internal.h"
 
+/* The schema version this build creates, and what a test's extra
+ * migration makes of it. */
+#define VERSION 2
+#define NEXT_VERSION (VERSION + 1)
+
 /* Each test gets its own directory and database path. */
 struct fixture {
   char dir[64];
@@ -92,7 +97,7 @@ static void test_open_creates_private_wal_db(void **state) {
   struct stat sb;
 
   umask(old);
-  assert_int_equal(wr_store_version(st), 1);
+  assert_int_equal(wr_store_version(st), VERSION);
   assert_int_equal(stat(fx->db, &sb), 0);
   assert_int_equal(sb.st_mode & 07777, 0600);
   insert_ok(st, "sb-1", "web", "base", 1);
@@ -124,7 +129,7 @@ static void test_reopen_keeps_data(void **state) {
   insert_ok(st, "sb-1", "web", "base", 1);
   wr_store_close(st);
   st = open_ok(fx);
-  assert_int_equal(wr_store_version(st), 1);
+  assert_int_equal(wr_store_version(st), VERSION);
   assert_int_equal(wr_store_sandbox_get(st, "web", &rec, NULL), 0);
   assert_string_equal(rec.id, "sb-1");
   wr_sandbox_rec_free(&rec);
@@ -410,7 +415,7 @@ static void test_images(void **state) {
 
 /* What a later release might add: a column and a table that refers to
  * sandboxes. */
-static const char *const v2[] = {
+static const char *const later[] = {
     "ALTER TABLE sandboxes ADD COLUMN labels_json TEXT;"
     "CREATE TABLE snapshots ("
     "  id TEXT PRIMARY KEY,"
@@ -418,7 +423,7 @@ static const char *const v2[] = {
     ");",
 };
 
-static void test_migration_upgrades_v1_database(void **state) {
+static void test_migration_upgrades_database(void **state) {
   struct fixture *fx = *state;
   _cleanup_free_ char *count = NULL;
   struct wr_sandbox_rec rec = {0};
@@ -428,8 +433,8 @@ static void test_migration_upgrades_v1_database(void **state) {
   insert_ok(st, "sb-1", "web", NULL, 1);
   wr_store_close(st);
 
-  assert_int_equal(wr_store_open_with(fx->db, v2, 1, &st, &err), 0);
-  assert_int_equal(wr_store_version(st), 2);
+  assert_int_equal(wr_store_open_with(fx->db, later, 1, &st, &err), 0);
+  assert_int_equal(wr_store_version(st), NEXT_VERSION);
   assert_int_equal(wr_store_sandbox_get(st, "web", &rec, &err), 0);
   wr_sandbox_rec_free(&rec);
   assert_int_equal(
@@ -446,11 +451,11 @@ static void test_migration_upgrades_v1_database(void **state) {
   wr_store_close(st);
 
   /* Opening again applies nothing twice (ALTER TABLE would fail). */
-  assert_int_equal(wr_store_open_with(fx->db, v2, 1, &st, &err), 0);
-  assert_int_equal(wr_store_version(st), 2);
+  assert_int_equal(wr_store_open_with(fx->db, later, 1, &st, &err), 0);
+  assert_int_equal(wr_store_version(st), NEXT_VERSION);
   wr_store_close(st);
   count = raw_query(fx->db, "SELECT COUNT(*) FROM schema_migrations");
-  assert_string_equal(count, "2");
+  assert_int_equal(atoi(count), NEXT_VERSION);
 }
 
 static void test_failed_migration_rolls_back(void **state) {
@@ -460,15 +465,17 @@ static void test_failed_migration_rolls_back(void **state) {
       "INSERT INTO nowhere VALUES (1);",
   };
   _cleanup_free_ char *tables = NULL;
+  _cleanup_free_ char *msg = NULL;
   wr_error_t err = {0};
   wr_store_t *st = NULL;
 
   wr_store_close(open_ok(fx));
   assert_int_equal(wr_store_open_with(fx->db, broken, 1, &st, &err), -1);
   assert_null(st);
-  assert_non_null(strstr(err.msg, "migration 2: no such table: nowhere"));
+  msg = xasprintf("migration %d: no such table: nowhere", NEXT_VERSION);
+  assert_non_null(strstr(err.msg, msg));
   st = open_ok(fx);
-  assert_int_equal(wr_store_version(st), 1);
+  assert_int_equal(wr_store_version(st), VERSION);
   wr_store_close(st);
   tables = raw_query(fx->db,
                      "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'half'");
@@ -477,20 +484,22 @@ static void test_failed_migration_rolls_back(void **state) {
 
 static void test_newer_database_is_refused(void **state) {
   struct fixture *fx = *state;
+  _cleanup_free_ char *msg = NULL;
   wr_error_t err = {0};
   wr_store_t *st = NULL;
 
-  assert_int_equal(wr_store_open_with(fx->db, v2, 1, &st, &err), 0);
+  assert_int_equal(wr_store_open_with(fx->db, later, 1, &st, &err), 0);
   wr_store_close(st);
   st = NULL;
   assert_int_equal(wr_store_open(fx->db, &st, &err), -1);
   assert_null(st);
-  assert_non_null(strstr(err.msg, "schema version 2 is newer than this "
-                                  "warren knows (1)"));
+  msg = xasprintf("schema version %d is newer than this warren knows (%d)",
+                  NEXT_VERSION, VERSION);
+  assert_non_null(strstr(err.msg, msg));
   assert_non_null(strstr(err.msg, fx->db));
   /* The refusal left the database as it was. */
-  assert_int_equal(wr_store_open_with(fx->db, v2, 1, &st, &err), 0);
-  assert_int_equal(wr_store_version(st), 2);
+  assert_int_equal(wr_store_open_with(fx->db, later, 1, &st, &err), 0);
+  assert_int_equal(wr_store_version(st), NEXT_VERSION);
   wr_store_close(st);
 }
 
@@ -524,6 +533,496 @@ static void test_directory_is_an_error(void **state) {
   assert_int_equal(err.code, EISDIR);
 }
 
+/* ---- the network's tables ----------------------------------------------- */
+
+static void raw_exec(const char *path, const char *sql) {
+  sqlite3 *db = NULL;
+  char *msg = NULL;
+
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL),
+                   SQLITE_OK);
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+    fail_msg("%s: %s", sql, msg);
+  sqlite3_close(db);
+}
+
+/* A database from before the network existed gains its tables and keeps
+ * its sandboxes. */
+static void test_migration_2_adds_network_tables(void **state) {
+  struct fixture *fx = *state;
+  struct wr_sandbox_rec rec = {0};
+  _cleanup_free_ char *preset = NULL;
+  wr_store_t *st = open_ok(fx);
+
+  insert_ok(st, "sb-1", "web", NULL, 1);
+  wr_store_close(st);
+  raw_exec(fx->db, "DROP TABLE settings; DROP TABLE policy_rules;"
+                   "DROP TABLE policy_log; DROP TABLE secrets;"
+                   "DROP TABLE ports;"
+                   "DELETE FROM schema_migrations WHERE version = 2");
+  st = open_ok(fx);
+  assert_int_equal(wr_store_version(st), 2);
+  assert_int_equal(wr_store_sandbox_get(st, "web", &rec, NULL), 0);
+  wr_sandbox_rec_free(&rec);
+  assert_int_equal(wr_store_setting_set(st, "policy.preset", "open", NULL), 0);
+  assert_int_equal(wr_store_setting_get(st, "policy.preset", &preset, NULL), 0);
+  assert_string_equal(preset, "open");
+  wr_store_close(st);
+}
+
+static void test_settings(void **state) {
+  struct fixture *fx = *state;
+  _cleanup_free_ char *v1 = NULL;
+  _cleanup_free_ char *v2 = NULL;
+  char *none = NULL;
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_setting_get(st, "policy.preset", &none, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_null(none);
+  assert_int_equal(wr_store_setting_set(st, "policy.preset", "locked", &err),
+                   0);
+  assert_int_equal(wr_store_setting_get(st, "policy.preset", &v1, &err), 0);
+  assert_string_equal(v1, "locked");
+  assert_int_equal(wr_store_setting_set(st, "policy.preset", "balanced", &err),
+                   0);
+  assert_int_equal(wr_store_setting_get(st, "policy.preset", &v2, &err), 0);
+  assert_string_equal(v2, "balanced");
+  assert_int_equal(wr_store_setting_set(st, "x", NULL, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+  wr_store_close(st);
+}
+
+static int64_t add_rule(wr_store_t *st, const char *sandbox, bool allow,
+                        const char *pattern, uint16_t port, bool want_added) {
+  struct wr_rule_rec in = {.sandbox_id = (char *)sandbox,
+                           .allow = allow,
+                           .pattern = (char *)pattern,
+                           .port = port};
+  struct wr_rule_rec rec = {0};
+  wr_error_t err = {0};
+  bool added = !want_added;
+  int64_t id;
+
+  if (wr_store_rule_add(st, &in, &rec, &added, &err) < 0)
+    fail_msg("add rule %s: %s", pattern, err.msg);
+  assert_int_equal(added, want_added);
+  assert_string_equal(rec.pattern, pattern);
+  assert_int_equal(rec.allow, allow);
+  assert_int_equal(rec.port, port);
+  if (sandbox == NULL)
+    assert_null(rec.sandbox_id);
+  else
+    assert_string_equal(rec.sandbox_id, sandbox);
+  assert_true(rec.created_ms > 0);
+  id = rec.id;
+  wr_rule_rec_free(&rec);
+  return id;
+}
+
+/* Global rules (NULL sandbox) are unique too, though NULLs are distinct
+ * in SQL; sandbox, action and port all tell rules apart. */
+static void test_rules_are_unique(void **state) {
+  struct fixture *fx = *state;
+  wr_store_t *st = open_ok(fx);
+  int64_t a, b, c, d, e;
+
+  insert_ok(st, "sb-1", "web", NULL, 1);
+  a = add_rule(st, NULL, true, "example.com", 0, true);
+  assert_int_equal(add_rule(st, NULL, true, "example.com", 0, false), a);
+  b = add_rule(st, "sb-1", true, "example.com", 0, true);
+  assert_int_equal(add_rule(st, "sb-1", true, "example.com", 0, false), b);
+  c = add_rule(st, NULL, false, "example.com", 0, true);
+  d = add_rule(st, NULL, true, "example.com", 443, true);
+  e = add_rule(st, NULL, true, "*.example.com", 0, true);
+  assert_true(a < b && b < c && c < d && d < e);
+  wr_store_close(st);
+}
+
+static void test_rules_list_get_delete(void **state) {
+  struct fixture *fx = *state;
+  struct wr_rule_rec *recs = NULL, rec = {0};
+  struct wr_rule_rec bad = {.sandbox_id = "sb-9", .pattern = "x.org"};
+  wr_error_t err = {0};
+  size_t n = 0;
+  wr_store_t *st = open_ok(fx);
+  int64_t g, one, two;
+
+  insert_ok(st, "sb-1", "web", NULL, 1);
+  insert_ok(st, "sb-2", "api", NULL, 2);
+  g = add_rule(st, NULL, false, "10.0.0.0/8", 0, true);
+  one = add_rule(st, "sb-1", true, "one.example", 0, true);
+  two = add_rule(st, "sb-2", true, "two.example", 8443, true);
+
+  assert_int_equal(wr_store_rule_list(st, NULL, &recs, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(recs[0].id, g);
+  assert_int_equal(recs[2].id, two);
+  wr_rule_recs_free(recs, n);
+  assert_int_equal(wr_store_rule_list(st, "sb-2", &recs, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(recs[0].id, g);
+  assert_null(recs[0].sandbox_id);
+  assert_int_equal(recs[1].id, two);
+  assert_int_equal(recs[1].port, 8443);
+  wr_rule_recs_free(recs, n);
+
+  assert_int_equal(wr_store_rule_get(st, one, &rec, &err), 0);
+  assert_string_equal(rec.pattern, "one.example");
+  assert_string_equal(rec.sandbox_id, "sb-1");
+  wr_rule_rec_free(&rec);
+  assert_int_equal(wr_store_rule_delete(st, one, &err), 0);
+  assert_int_equal(wr_store_rule_get(st, one, &rec, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_int_equal(wr_store_rule_delete(st, one, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+
+  /* A rule for a sandbox that does not exist is refused. */
+  assert_int_equal(wr_store_rule_add(st, &bad, &rec, NULL, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+  bad.pattern = "";
+  assert_int_equal(wr_store_rule_add(st, &bad, &rec, NULL, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+  wr_store_close(st);
+}
+
+static size_t count_rows(const struct fixture *fx, const char *sql) {
+  _cleanup_free_ char *count = raw_query(fx->db, sql);
+
+  return (size_t)strtoull(count, NULL, 10);
+}
+
+/* Removing a sandbox takes its rules and ports along, whether the network
+ * forgets it first or the row goes. */
+static void test_forget_sandbox(void **state) {
+  struct fixture *fx = *state;
+  struct wr_port_rec p1 = {
+      .sandbox_id = "sb-1", .addr = "127.0.0.1", .host_port = 8080, .port = 80};
+  struct wr_port_rec p2 = {
+      .sandbox_id = "sb-2", .addr = "127.0.0.1", .host_port = 8081, .port = 80};
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+
+  insert_ok(st, "sb-1", "web", NULL, 1);
+  insert_ok(st, "sb-2", "api", NULL, 2);
+  add_rule(st, NULL, true, "example.com", 0, true);
+  add_rule(st, "sb-1", true, "one.example", 0, true);
+  add_rule(st, "sb-2", true, "two.example", 0, true);
+  assert_int_equal(wr_store_port_add(st, &p1, &err), 0);
+  assert_int_equal(wr_store_port_add(st, &p2, &err), 0);
+
+  assert_int_equal(wr_store_net_forget_sandbox(st, "sb-1", &err), 0);
+  assert_int_equal(wr_store_sandbox_delete(st, "sb-2", &err), 0);
+  wr_store_close(st);
+  assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM policy_rules"), 1);
+  assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM ports"), 0);
+  assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM policy_rules "
+                                  "WHERE sandbox_id IS NULL"),
+                   1);
+}
+
+static void log_ok(wr_store_t *st, const char *sandbox, const char *host,
+                   bool allow, int64_t *id) {
+  struct wr_netlog_rec rec = {
+      .time_ms = wr_now_ms(),
+      .sandbox_id = (char *)sandbox,
+      .kind = "connect",
+      .host = (char *)host,
+      .addr = "93.184.215.14",
+      .port = 443,
+      .allow = allow,
+      .rule = allow ? "allow example.com" : NULL,
+      .reason = "preset balanced",
+      .intercepted = true,
+      .bytes_up = 5ULL << 32,
+      .bytes_down = 7,
+  };
+  wr_error_t err = {0};
+
+  if (wr_store_netlog_add(st, &rec, id, &err) < 0)
+    fail_msg("log: %s", err.msg);
+}
+
+static void test_netlog(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_rec *recs = NULL;
+  struct wr_netlog_rec bare = {.sandbox_id = "sb-1", .kind = "dns"};
+  wr_error_t err = {0};
+  int64_t ids[6];
+  size_t n = 0;
+  wr_store_t *st = open_ok(fx);
+
+  for (size_t i = 0; i < 5; i++)
+    log_ok(st, i % 2 ? "sb-2" : "sb-1", "example.com", i != 3, &ids[i]);
+  assert_int_equal(wr_store_netlog_add(st, &bare, &ids[5], &err), 0);
+  assert_int_equal(ids[5], ids[0] + 5);
+
+  /* The newest three, oldest first. */
+  assert_int_equal(wr_store_netlog_list(st, NULL, 0, 3, &recs, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(recs[0].id, ids[3]);
+  assert_false(recs[0].allow);
+  assert_null(recs[0].rule);
+  assert_string_equal(recs[0].sandbox_id, "sb-2");
+  assert_string_equal(recs[1].kind, "connect");
+  assert_string_equal(recs[1].host, "example.com");
+  assert_string_equal(recs[1].addr, "93.184.215.14");
+  assert_string_equal(recs[1].rule, "allow example.com");
+  assert_string_equal(recs[1].reason, "preset balanced");
+  assert_int_equal(recs[1].port, 443);
+  assert_true(recs[1].intercepted);
+  assert_int_equal(recs[1].bytes_up, 5ULL << 32);
+  assert_int_equal(recs[1].bytes_down, 7);
+  assert_int_equal(recs[2].id, ids[5]);
+  assert_null(recs[2].host);
+  assert_null(recs[2].addr);
+  assert_false(recs[2].intercepted);
+  wr_netlog_recs_free(recs, n);
+
+  /* One sandbox's, after an id: the first ones, for paging forward. */
+  assert_int_equal(wr_store_netlog_list(st, "sb-1", ids[0], 1, &recs, &n, &err),
+                   0);
+  assert_int_equal(n, 1);
+  assert_int_equal(recs[0].id, ids[2]);
+  wr_netlog_recs_free(recs, n);
+  assert_int_equal(
+      wr_store_netlog_list(st, "sb-2", ids[4], 100, &recs, &n, &err), 0);
+  assert_int_equal(n, 0);
+  wr_netlog_recs_free(recs, n);
+  assert_int_equal(wr_store_netlog_list(st, "sb-1", 0, 100, &recs, &n, &err),
+                   0);
+  assert_int_equal(n, 4);
+  wr_netlog_recs_free(recs, n);
+  wr_store_close(st);
+}
+
+/* Counted on the store's own connection, which sees its open
+ * transaction. */
+static size_t log_rows(wr_store_t *st) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  assert_int_equal(
+      wr_store_prepare(st, "SELECT COUNT(*) FROM policy_log", &stmt, NULL), 0);
+  assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+  return (size_t)sqlite3_column_int64(stmt, 0);
+}
+
+/* The log keeps the newest WR_NETLOG_KEEP entries, pruned in steps. The
+ * table is filled by one statement, as entries one to total - 1. */
+static void test_netlog_is_pruned(void **state) {
+  struct fixture *fx = *state;
+  int64_t total = WR_NETLOG_KEEP + WR_NETLOG_PRUNE_EVERY;
+  _cleanup_stmt_ sqlite3_stmt *fill = NULL;
+  int64_t id = 0;
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_prepare(st,
+                                    "WITH RECURSIVE n (i) AS (SELECT 1 UNION "
+                                    "ALL SELECT i + 1 FROM n WHERE i < ?1) "
+                                    "INSERT INTO policy_log (time_ms, kind, "
+                                    "allow) SELECT i, 'dns', 1 FROM n",
+                                    &fill, NULL),
+                   0);
+  assert_int_equal(sqlite3_bind_int64(fill, 1, total - 1), SQLITE_OK);
+  assert_int_equal(wr_store_run(st, fill, NULL, NULL), 0);
+  assert_int_equal(log_rows(st), total - 1);
+  log_ok(st, "sb-1", "example.com", true, &id);
+  assert_int_equal(id, total);
+  assert_int_equal(log_rows(st), WR_NETLOG_KEEP);
+  log_ok(st, "sb-1", "example.com", true, &id);
+  assert_int_equal(log_rows(st), WR_NETLOG_KEEP + 1);
+  wr_store_close(st);
+  assert_int_equal(count_rows(fx, "SELECT MIN(id) FROM policy_log"),
+                   WR_NETLOG_PRUNE_EVERY + 1);
+}
+
+static struct wr_secret_rec secret_rec(const char *service) {
+  return (struct wr_secret_rec){
+      .service = (char *)service,
+      .hosts_json = "[\"api.example.com\"]",
+      .header = "x-api-key",
+      .prefix = "",
+      .env_json = "[\"EXAMPLE_API_KEY\"]",
+  };
+}
+
+static void assert_mode(const char *path, mode_t mode) {
+  struct stat sb;
+
+  assert_int_equal(lstat(path, &sb), 0);
+  assert_int_equal(sb.st_mode & 07777, mode);
+}
+
+/* The value is a file of its own, private from its first byte whatever
+ * the umask, replaced atomically, never in the database. */
+static void test_secret_value_file(void **state) {
+  struct fixture *fx = *state;
+  struct wr_secret_rec rec = secret_rec("example");
+  _cleanup_free_ char *dir = xasprintf("%s/secrets", fx->dir);
+  _cleanup_free_ char *file = xasprintf("%s/example", dir);
+  _cleanup_free_ char *v1 = NULL;
+  _cleanup_free_ char *v2 = NULL;
+  _cleanup_free_ char *in_db = NULL;
+  wr_error_t err = {0};
+  size_t len = 0;
+  mode_t old = umask(0);
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_secret_put(st, &rec, "sk-one", 6, &err), 0);
+  umask(old);
+  assert_mode(dir, 0700);
+  assert_mode(file, 0600);
+  assert_int_equal(wr_store_secret_value(st, "example", &v1, &len, &err), 0);
+  assert_int_equal(len, 6);
+  assert_string_equal(v1, "sk-one");
+
+  assert_int_equal(chmod(dir, 0755), 0);
+  assert_int_equal(wr_store_secret_put(st, &rec, "sk-two\nx", 8, &err), 0);
+  assert_mode(dir, 0700);
+  assert_mode(file, 0600);
+  assert_int_equal(wr_store_secret_value(st, "example", &v2, &len, &err), 0);
+  assert_int_equal(len, 8);
+  assert_memory_equal(v2, "sk-two\nx", 8);
+  wr_store_close(st);
+  /* Nothing but the value is left in the directory. */
+  assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM secrets"), 1);
+  in_db = raw_query(fx->db, "SELECT COUNT(*) FROM secrets WHERE "
+                            "hosts_json LIKE '%sk-%' OR header LIKE '%sk-%' "
+                            "OR prefix LIKE '%sk-%' OR env_json LIKE '%sk-%'");
+  assert_string_equal(in_db, "0");
+  {
+    _cleanup_free_ char *tmp = xasprintf("%s/.example.tmp", dir);
+    assert_int_equal(access(tmp, F_OK), -1);
+  }
+}
+
+static void test_secret_records(void **state) {
+  struct fixture *fx = *state;
+  struct wr_secret_rec a = secret_rec("zeta"), b = secret_rec("alpha");
+  struct wr_secret_rec got = {0}, *recs = NULL;
+  _cleanup_free_ char *file = xasprintf("%s/secrets/zeta", fx->dir);
+  char *value = NULL;
+  wr_error_t err = {0};
+  size_t n = 0, len = 0;
+  int64_t created;
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_secret_put(st, &a, "v", 1, &err), 0);
+  assert_int_equal(wr_store_secret_put(st, &b, "v", 1, &err), 0);
+  assert_int_equal(wr_store_secret_get(st, "zeta", &got, &err), 0);
+  assert_string_equal(got.hosts_json, "[\"api.example.com\"]");
+  assert_string_equal(got.header, "x-api-key");
+  assert_string_equal(got.prefix, "");
+  assert_string_equal(got.env_json, "[\"EXAMPLE_API_KEY\"]");
+  created = got.created_ms;
+  wr_secret_rec_free(&got);
+
+  sleep_ms(2);
+  a.header = "Authorization";
+  a.prefix = "Bearer ";
+  assert_int_equal(wr_store_secret_put(st, &a, "w", 1, &err), 0);
+  assert_int_equal(wr_store_secret_list(st, &recs, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(recs[0].service, "alpha");
+  assert_string_equal(recs[1].service, "zeta");
+  assert_string_equal(recs[1].header, "Authorization");
+  assert_string_equal(recs[1].prefix, "Bearer ");
+  assert_int_equal(recs[1].created_ms, created);
+  wr_secret_recs_free(recs, n);
+
+  assert_int_equal(wr_store_secret_delete(st, "zeta", &err), 0);
+  assert_int_equal(access(file, F_OK), -1);
+  assert_int_equal(wr_store_secret_get(st, "zeta", &got, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_int_equal(wr_store_secret_value(st, "zeta", &value, &len, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_null(value);
+  assert_int_equal(wr_store_secret_delete(st, "zeta", &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  wr_store_close(st);
+}
+
+/* Service names become file names: nothing that could leave the
+ * directory or hide in it is accepted. */
+static void test_secret_names(void **state) {
+  static const char *const bad[] = {
+      "",
+      "../x",
+      "a/b",
+      ".hidden",
+      "A",
+      "x y",
+      "too-long-0123456789-0123456789-0123456789-0123456789-0123456789-x"};
+  struct fixture *fx = *state;
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+
+  assert_true(wr_store_secret_name_valid("openai"));
+  assert_true(wr_store_secret_name_valid("my_service-2"));
+  for (size_t i = 0; i < WR_ARRAY_SIZE(bad); i++) {
+    struct wr_secret_rec rec = secret_rec(bad[i]);
+    assert_false(wr_store_secret_name_valid(bad[i]));
+    assert_int_equal(wr_store_secret_put(st, &rec, "v", 1, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+  }
+  wr_store_close(st);
+}
+
+static void test_ports(void **state) {
+  struct fixture *fx = *state;
+  struct wr_port_rec p = {.sandbox_id = "sb-1",
+                          .addr = "127.0.0.1",
+                          .host_port = 8080,
+                          .port = 8000};
+  struct wr_port_rec *recs = NULL;
+  wr_error_t err = {0};
+  size_t n = 0;
+  wr_store_t *st = open_ok(fx);
+
+  insert_ok(st, "sb-1", "web", NULL, 1);
+  insert_ok(st, "sb-2", "api", NULL, 2);
+  assert_int_equal(wr_store_port_add(st, &p, &err), 0);
+  /* The same address and host port, from another sandbox. */
+  p.sandbox_id = "sb-2";
+  assert_int_equal(wr_store_port_add(st, &p, &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  assert_string_equal(err.msg,
+                      "host port 8080 is already published by sandbox `sb-1`");
+  /* The same host port of one sandbox on another address. */
+  p.sandbox_id = "sb-1";
+  p.addr = "0.0.0.0";
+  assert_int_equal(wr_store_port_add(st, &p, &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  /* Another address is another socket. */
+  p.sandbox_id = "sb-2";
+  assert_int_equal(wr_store_port_add(st, &p, &err), 0);
+  p.host_port = 3000;
+  assert_int_equal(wr_store_port_add(st, &p, &err), 0);
+  p.port = 0;
+  assert_int_equal(wr_store_port_add(st, &p, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+
+  assert_int_equal(wr_store_port_list(st, NULL, &recs, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(recs[0].host_port, 3000);
+  assert_string_equal(recs[1].addr, "0.0.0.0");
+  assert_string_equal(recs[2].sandbox_id, "sb-1");
+  assert_int_equal(recs[2].port, 8000);
+  assert_true(recs[2].created_ms > 0);
+  wr_port_recs_free(recs, n);
+  assert_int_equal(wr_store_port_list(st, "sb-2", &recs, &n, &err), 0);
+  assert_int_equal(n, 2);
+  wr_port_recs_free(recs, n);
+
+  assert_int_equal(wr_store_port_delete(st, "sb-2", 8080, &err), 0);
+  assert_int_equal(wr_store_port_delete(st, "sb-2", 8080, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_int_equal(wr_store_port_delete(st, "sb-2", 8081, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  wr_store_close(st);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -541,11 +1040,22 @@ int main(void) {
       T(test_delete),
       T(test_free_slot_fills_gaps),
       T(test_images),
-      T(test_migration_upgrades_v1_database),
+      T(test_migration_upgrades_database),
       T(test_failed_migration_rolls_back),
       T(test_newer_database_is_refused),
       T(test_corrupt_file_is_an_error),
       T(test_directory_is_an_error),
+      T(test_migration_2_adds_network_tables),
+      T(test_settings),
+      T(test_rules_are_unique),
+      T(test_rules_list_get_delete),
+      T(test_forget_sandbox),
+      T(test_netlog),
+      T(test_netlog_is_pruned),
+      T(test_secret_value_file),
+      T(test_secret_records),
+      T(test_secret_names),
+      T(test_ports),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);

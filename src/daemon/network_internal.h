@@ -1,0 +1,56 @@
+/*
+ * Internal to the daemon's network code: network.c (the engine, its
+ * policy, secrets and published ports), policy_api.c (the policy and its
+ * log) and secret_api.c (secrets). Loop thread only.
+ */
+#ifndef WR_NETWORK_INTERNAL_H
+#define WR_NETWORK_INTERNAL_H
+
+#include "daemon/daemon_internal.h"
+#include "net/net.h"
+
+/* The proxy every sandbox process is pointed at (inside its namespace). */
+#define WR_PROXY_URL "http://127.0.0.1:3128"
+
+struct wr_log_follower;
+struct npm_query;
+
+struct wr_network {
+  struct wr_daemon *d;
+  struct wr_net *net;
+  char *data_dir;           /* warren's data files, or NULL when not found */
+  char *npm_registry;       /* host of npm's registry, or NULL */
+  char **apt_hosts;         /* hosts of this host's apt sources */
+  struct wr_policy *policy; /* the one in force (a reference) */
+  char **secret_env;        /* every secret's placeholder variables */
+  struct wr_log_follower *followers; /* `policy log --follow` clients */
+  struct npm_query *npm;             /* asking npm, or NULL */
+  bool log_failing;                  /* the last log insert failed */
+  bool stopping;
+};
+
+/* ---- network.c ----------------------------------------------------------- */
+
+/* The preset in the store ("policy.preset"); balanced when never set. */
+enum wr_policy_preset wr_network_preset(struct wr_network *nw);
+/* Build the policy from the preset and every stored rule and put it in
+ * force. On failure the old policy stays. */
+int wr_network_rebuild_policy(struct wr_network *nw, wr_error_t *err);
+/* Load every secret (records and values) into the engine. */
+int wr_network_reload_secrets(struct wr_network *nw, wr_error_t *err);
+/* A sandbox named by id or name; replies 404 and returns NULL when there
+ * is none. */
+struct wr_sandbox *wr_network_sandbox_arg(struct wr_network *nw,
+                                          wr_http_req_t *req, const char *key);
+/* RFC 3339, as every time in the API. */
+json_t *wr_network_time_json(int64_t ms);
+
+/* ---- policy_api.c -------------------------------------------------------- */
+
+/* A stored decision: give it to every follower that wants it. */
+void wr_network_log_notify(struct wr_network *nw,
+                           const struct wr_netlog_rec *rec);
+/* End every follower's stream (daemon shutdown). */
+void wr_network_followers_end(struct wr_network *nw);
+
+#endif
