@@ -290,4 +290,25 @@ size_t wr_http_client_leftover(wr_http_client_t *c, char *buf, size_t size);
  * status line when the body is not that shape). Caller frees. */
 char *wr_http_error_message(const struct wr_http_response *resp);
 
+/* ---- message framing (framing.c) ----------------------------------------
+ * The headers that decide where a request ends, judged the same way by
+ * every parser in warren (the API server, the egress proxy, TLS
+ * interception), so that no two hops can disagree about a body's length.
+ */
+struct wr_http_framing {
+  unsigned content_length, transfer_encoding, host;
+};
+/* Account for one header of a request head (name and value as sent,
+ * without surrounding whitespace). NULL, or why the head must be refused
+ * with 400: a second or non-numeric (or over 18 digits) Content-Length, a
+ * second Transfer-Encoding or one other than exactly "chunked", a second
+ * Host. */
+const char *wr_http_framing_header(struct wr_http_framing *f, const char *name,
+                                   size_t name_len, const char *value,
+                                   size_t value_len);
+/* When the head is complete: NULL, or why it must be refused with 400
+ * (Content-Length together with Transfer-Encoding, Transfer-Encoding in
+ * HTTP/1.0). */
+const char *wr_http_framing_end(const struct wr_http_framing *f, bool http10);
+
 #endif

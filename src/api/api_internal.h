@@ -135,7 +135,7 @@ struct wr_http_req {
   struct wr_http_kv_list headers, params, query;
   wr_buf_t field, value; /* header being parsed */
   enum wr_http_hstate hstate;
-  unsigned n_content_length, n_transfer_encoding, n_host;
+  struct wr_http_framing framing; /* framing headers seen so far */
   wr_buf_t body;
   void *data;
   uint64_t start_ns;

@@ -71,34 +71,15 @@ static void trim_ows(wr_buf_t *b) {
     b->data[--b->len] = '\0';
 }
 
-static bool all_digits(const char *s) {
-  if (*s == '\0')
-    return false;
-  for (; *s != '\0'; s++)
-    if (*s < '0' || *s > '9')
-      return false;
-  return true;
-}
-
-/* Framing headers must be unambiguous: one Content-Length of digits, or
- * one Transfer-Encoding that is exactly "chunked". Two Host lines are
+/* Framing headers must be unambiguous (framing.c). Two Host lines are
  * refused too (RFC 9112 3.2), since a proxy in front may route by either. */
 static int check_framing_header(struct wr_http_conn *c, const char *name,
-                                const char *value) {
-  wr_http_req_t *req = c->req;
+                                size_t name_len, const char *value,
+                                size_t value_len) {
+  const char *why = wr_http_framing_header(&c->req->framing, name, name_len,
+                                           value, value_len);
 
-  if (strcasecmp(name, "content-length") == 0) {
-    if (++req->n_content_length > 1 || !all_digits(value) || strlen(value) > 18)
-      return refuse(c, 400, "bad_request", "invalid Content-Length");
-  } else if (strcasecmp(name, "transfer-encoding") == 0) {
-    if (++req->n_transfer_encoding > 1 || strcasecmp(value, "chunked") != 0)
-      return refuse(c, 400, "bad_request",
-                    "unsupported Transfer-Encoding (only chunked)");
-  } else if (strcasecmp(name, "host") == 0) {
-    if (++req->n_host > 1)
-      return refuse(c, 400, "bad_request", "more than one Host header");
-  }
-  return 0;
+  return why != NULL ? refuse(c, 400, "bad_request", why) : 0;
 }
 
 static int commit_header(struct wr_http_conn *c) {
@@ -110,7 +91,9 @@ static int commit_header(struct wr_http_conn *c) {
     return refuse(c, 400, "bad_request", "invalid header name");
   if (req->headers.n >= WR_HTTP_MAX_HEADERS)
     return refuse(c, 431, "header_too_large", "too many headers");
-  if (check_framing_header(c, name, req->value.data ? req->value.data : "") < 0)
+  if (check_framing_header(c, name, req->field.len,
+                           req->value.data ? req->value.data : "",
+                           req->value.len) < 0)
     return -1;
   wr_api_kv_add(&req->headers, name, req->field.len,
                 req->value.data ? req->value.data : "", req->value.len);

@@ -145,6 +145,7 @@ static int check_params(wr_http_req_t *req) {
 
 static int check_protocol(wr_http_req_t *req) {
   const http_parser *p = &req->conn->parser;
+  const char *why;
 
   if (p->http_major != 1) {
     req->conn->must_close = true;
@@ -152,10 +153,10 @@ static int check_protocol(wr_http_req_t *req) {
                       "unsupported HTTP version");
     return -1;
   }
-  if (req->old_http && req->n_transfer_encoding > 0) {
+  why = wr_http_framing_end(&req->framing, req->old_http);
+  if (why != NULL) {
     req->conn->must_close = true;
-    wr_api_req_refuse(req, 400, "bad_request", NULL,
-                      "Transfer-Encoding is not allowed in HTTP/1.0");
+    wr_api_req_refuse(req, 400, "bad_request", NULL, why);
     return -1;
   }
   return 0;

@@ -62,38 +62,16 @@ static bool name_is(const struct wr_proxy_head *h,
          strncasecmp(h->base + f->name, name, f->name_len) == 0;
 }
 
-static bool value_is(const struct wr_proxy_head *h,
-                     const struct wr_head_field *f, const char *value) {
-  return f->value_len == strlen(value) &&
-         strncasecmp(h->base + f->value, value, f->value_len) == 0;
-}
-
-static bool all_digits(const char *s, size_t len) {
-  if (len == 0 || len > 18)
-    return false;
-  for (size_t i = 0; i < len; i++)
-    if (s[i] < '0' || s[i] > '9')
-      return false;
-  return true;
-}
-
 /* ---- header lines ------------------------------------------------------- */
 
-/* Framing and routing headers must be unambiguous (see the file comment). */
+/* Framing and routing headers must be unambiguous (see the file comment
+ * and src/api/framing.c). */
 static int check_field(struct wr_proxy_head *h, const struct wr_head_field *f) {
-  if (name_is(h, f, "content-length")) {
-    if (++h->n_length > 1)
-      return refuse(h, 400, "more than one Content-Length");
-    if (!all_digits(h->base + f->value, f->value_len))
-      return refuse(h, 400, "invalid Content-Length");
-  } else if (name_is(h, f, "transfer-encoding")) {
-    if (++h->n_encoding > 1 || !value_is(h, f, "chunked"))
-      return refuse(h, 400, "unsupported Transfer-Encoding (only chunked)");
-  } else if (name_is(h, f, "host")) {
-    if (++h->n_host > 1)
-      return refuse(h, 400, "more than one Host header");
-  }
-  return 0;
+  const char *why =
+      wr_http_framing_header(&h->framing, h->base + f->name, f->name_len,
+                             h->base + f->value, f->value_len);
+
+  return why != NULL ? refuse(h, 400, why) : 0;
 }
 
 /* Values are sent on as they came, so they may hold no control bytes but
@@ -352,13 +330,13 @@ static int transparent_target(struct wr_proxy_head *h) {
 
 static int interpret(struct wr_proxy_head *h) {
   const http_parser *p = &h->parser;
+  const char *why;
 
   if (p->http_major != 1 || p->http_minor > 1)
     return refuse(h, 400, "unsupported HTTP version");
-  if (h->n_length > 0 && h->n_encoding > 0)
-    return refuse(h, 400, "both Content-Length and Transfer-Encoding");
-  if (h->n_encoding > 0 && p->http_minor == 0)
-    return refuse(h, 400, "Transfer-Encoding in an HTTP/1.0 request");
+  why = wr_http_framing_end(&h->framing, p->http_minor == 0);
+  if (why != NULL)
+    return refuse(h, 400, why);
   if (h->transparent)
     return transparent_target(h);
   if (p->method == HTTP_CONNECT)

@@ -646,29 +646,21 @@ static int check_target(const struct wr_intercept *ic, const struct head *h,
 }
 
 struct head_counts {
-  size_t content_length, transfer_encoding, host;
+  struct wr_http_framing framing;
   const struct hline *host_line;
 };
 
-/* One header's part in framing: a Content-Length of digits, a
- * Transfer-Encoding that is exactly "chunked", no protocol upgrade. */
+/* One header's part in framing (src/api/framing.c: a Content-Length of
+ * digits, a Transfer-Encoding that is exactly "chunked", one Host) and no
+ * protocol upgrade. */
 static int check_header(const struct hline *l, struct head_counts *c,
                         const char **why) {
-  if (name_is(l, "content-length")) {
-    c->content_length++;
-    *why = "invalid Content-Length";
-    return all_digits(l->value, l->value_len, 18) ? 0 : 400;
-  }
-  if (name_is(l, "transfer-encoding")) {
-    c->transfer_encoding++;
-    *why = "Transfer-Encoding other than chunked";
-    return l->value_len == 7 && strncasecmp(l->value, "chunked", 7) == 0 ? 0
-                                                                         : 400;
-  }
-  if (name_is(l, "host")) {
-    c->host++;
+  *why = wr_http_framing_header(&c->framing, l->start, l->name_len, l->value,
+                                l->value_len);
+  if (*why != NULL)
+    return 400;
+  if (name_is(l, "host"))
     c->host_line = l;
-  }
   *why = "protocol upgrades are not relayed";
   return name_is(l, "upgrade") || name_is(l, "http2-settings") ? 400 : 0;
 }
@@ -684,13 +676,11 @@ static int check_headers(const struct wr_intercept *ic, const struct head *h,
   for (size_t i = 0; i < h->n; i++)
     if ((status = check_header(&h->lines[i], &c, why)) != 0)
       return status;
-  *why = "ambiguous message framing";
-  if (c.content_length > 1 || c.transfer_encoding > 1 ||
-      (c.content_length && c.transfer_encoding) ||
-      (c.transfer_encoding && http10))
+  *why = wr_http_framing_end(&c.framing, http10);
+  if (*why != NULL)
     return 400;
   *why = "exactly one Host header is required";
-  if (c.host > 1 || (c.host == 0 && !http10))
+  if (c.framing.host == 0 && !http10)
     return 400;
   *why = "the Host header names another host";
   if (c.host_line != NULL &&

@@ -5,6 +5,7 @@
 #ifndef WR_NET_INTERNAL_H
 #define WR_NET_INTERNAL_H
 
+#include "api/api.h"
 #include "net/net.h"
 
 #include <openssl/ssl.h>
@@ -168,12 +169,12 @@ struct wr_proxy_head {
   uint32_t url, url_len;
   struct wr_head_field fields[WR_HEAD_FIELDS];
   size_t nfields;
-  unsigned n_length, n_encoding, n_host;
-  bool done;       /* the head is complete */
-  bool body_done;  /* so is the request's body */
-  size_t head_len; /* bytes of the head, final CRLF included */
-  int status;      /* when refused: 400 or 431 */
-  char error[160]; /* and why */
+  struct wr_http_framing framing; /* framing headers seen so far */
+  bool done;                      /* the head is complete */
+  bool body_done;                 /* so is the request's body */
+  size_t head_len;                /* bytes of the head, final CRLF included */
+  int status;                     /* when refused: 400 or 431 */
+  char error[160];                /* and why */
   /* What it asks for. */
   bool connect;
   char host[WR_HOST_MAX]; /* normalised */

@@ -279,10 +279,25 @@ node_fetch() {
     node -e "$NODE_FETCH" "$url" 2>&1 || true
 }
 
+# A port that is free now and that the kernel will not hand out as some
+# connection's local port meanwhile: one below the ephemeral range.
 free_port() { # [ADDR]
-  python3 -c 'import socket, sys
-s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
-s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "${1:-127.0.0.1}"
+  python3 -c 'import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+for _ in range(200):
+    port = random.randrange(10000, max(low, 10001))
+    s = socket.socket(fam)
+    try:
+        s.bind((sys.argv[1], port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    sys.exit("no free port below the ephemeral range")' "${1:-127.0.0.1}"
 }
 
 port_taken() { ! port_bindable "$@"; }

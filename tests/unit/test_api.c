@@ -1695,6 +1695,51 @@ static void test_unix_socket_file(void **state) {
   rmdir(dir);
 }
 
+/* The framing rules every parser in warren shares (src/api/framing.c). */
+static const char *framing_of(const char *const *headers, bool http10) {
+  struct wr_http_framing f = {0};
+  const char *why = NULL;
+
+  for (size_t i = 0; headers[i] != NULL && why == NULL; i += 2)
+    why = wr_http_framing_header(&f, headers[i], strlen(headers[i]),
+                                 headers[i + 1], strlen(headers[i + 1]));
+  return why != NULL ? why : wr_http_framing_end(&f, http10);
+}
+
+static void test_framing_rules(void **state) {
+  static const char *const ok1[] = {"Content-Length", "12", "Host", "a", NULL};
+  static const char *const ok2[] = {"transfer-encoding", "Chunked", NULL};
+  static const char *const two_cl[] = {"Content-Length", "1", "content-length",
+                                       "1", NULL};
+  static const char *const bad_cl[] = {"Content-Length", "+1", NULL};
+  static const char *const long_cl[] = {"Content-Length", "1234567890123456789",
+                                        NULL};
+  static const char *const empty_cl[] = {"Content-Length", "", NULL};
+  static const char *const cl_te[] = {"Content-Length", "3",
+                                      "Transfer-Encoding", "chunked", NULL};
+  static const char *const te_list[] = {"Transfer-Encoding",
+                                        "identity, chunked", NULL};
+  static const char *const two_te[] = {"Transfer-Encoding", "chunked",
+                                       "Transfer-Encoding", "chunked", NULL};
+  static const char *const two_host[] = {"Host", "a", "HOST", "b", NULL};
+  (void)state;
+
+  assert_null(framing_of(ok1, false));
+  assert_null(framing_of(ok2, false));
+  assert_string_equal(framing_of(two_cl, false),
+                      "more than one Content-Length");
+  assert_string_equal(framing_of(bad_cl, false), "invalid Content-Length");
+  assert_string_equal(framing_of(long_cl, false), "invalid Content-Length");
+  assert_string_equal(framing_of(empty_cl, false), "invalid Content-Length");
+  assert_string_equal(framing_of(cl_te, false),
+                      "both Content-Length and Transfer-Encoding");
+  assert_non_null(framing_of(te_list, false));
+  assert_non_null(framing_of(two_te, false));
+  assert_string_equal(framing_of(two_host, false), "more than one Host header");
+  assert_string_equal(framing_of(ok2, true),
+                      "Transfer-Encoding is not allowed in HTTP/1.0");
+}
+
 int main(void) {
   if (getenv("WR_TEST_DEBUG") != NULL)
     wr_log_init("test_api", WR_LOG_DEBUG, false);
@@ -1736,6 +1781,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_json_text, setup, teardown),
       cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_unix_socket_file),
+      cmocka_unit_test(test_framing_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
