@@ -29,10 +29,8 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
-#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -377,7 +375,7 @@ int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
   close(joined[0]);
   if (child < 0)
     r = wr_error_set(err, errno, "clone");
-  else
+  else if (a->cgroup_dir < 0)
     r = move_child(a, child, err);
   if (r == 0 && write(joined[1], "1", 1) != 1)
     r = wr_error_set(err, errno, "signal the sandbox");
