@@ -118,12 +118,13 @@ static void check_forward(struct wr_proxy_head *h, const char *data,
     abort();
   }
   check(up.head_len == len, "the forwarded head has bytes after it");
-  check(up.n_host == 1, "the forwarded head has not one Host");
+  check(up.framing.host == 1, "the forwarded head has not one Host");
   check(strcmp(up.host, h->host) == 0, "the forwarded Host names another");
   check(up.host_is_ip == h->host_is_ip, "the forwarded Host changed kind");
   check(up.parser.method == h->parser.method, "the method changed");
   check(up.parser.http_minor == h->parser.http_minor, "the version changed");
-  check(up.n_length == h->n_length && up.n_encoding == h->n_encoding,
+  check(up.framing.content_length == h->framing.content_length &&
+            up.framing.transfer_encoding == h->framing.transfer_encoding,
         "the framing headers changed");
   check(up.body_done == h->body_done, "a body appeared or went");
   check_body(h, &up, data + h->head_len, size - h->head_len);
