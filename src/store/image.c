@@ -6,7 +6,9 @@
 #define IMAGE_COLUMNS                                                          \
   "name, state, packages_json, suite, size_bytes, created_ms"
 
-static void read_image(sqlite3_stmt *stmt, struct wr_image_rec *rec) {
+static void read_image(sqlite3_stmt *stmt, void *out) {
+  struct wr_image_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->name = wr_store_column_str(stmt, 0);
   rec->state = wr_store_column_str(stmt, 1);
@@ -74,20 +76,16 @@ int wr_store_image_get(wr_store_t *st, const char *name,
 int wr_store_image_list(wr_store_t *st, struct wr_image_rec **recs, size_t *n,
                         wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_image_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st, "SELECT " IMAGE_COLUMNS " FROM images ORDER BY name",
                        &stmt, err) < 0)
     return -1;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_image(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_image_rec), read_image, &v,
+                       &len, err) < 0) {
     wr_image_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;

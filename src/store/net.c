@@ -54,7 +54,9 @@ int wr_store_setting_set(wr_store_t *st, const char *key, const char *value,
 
 #define RULE_COLUMNS "id, sandbox_id, allow, pattern, port, created_ms"
 
-static void read_rule(sqlite3_stmt *stmt, struct wr_rule_rec *rec) {
+static void read_rule(sqlite3_stmt *stmt, void *out) {
+  struct wr_rule_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->id = sqlite3_column_int64(stmt, 0);
   rec->sandbox_id = wr_store_column_str(stmt, 1);
@@ -147,9 +149,8 @@ int wr_store_rule_get(wr_store_t *st, int64_t id, struct wr_rule_rec *rec,
 int wr_store_rule_list(wr_store_t *st, const char *sandbox_id,
                        struct wr_rule_rec **recs, size_t *n, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_rule_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st,
                        "SELECT " RULE_COLUMNS " FROM policy_rules "
@@ -159,13 +160,10 @@ int wr_store_rule_list(wr_store_t *st, const char *sandbox_id,
     return -1;
   if (wr_store_bind_str(stmt, 1, sandbox_id) != SQLITE_OK)
     return wr_store_fail(st, err);
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_rule(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_rule_rec), read_rule, &v,
+                       &len, err) < 0) {
     wr_rule_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;
@@ -208,7 +206,9 @@ void wr_rule_recs_free(struct wr_rule_rec *recs, size_t n) {
   "id, time_ms, sandbox_id, kind, host, addr, port, allow, rule, reason, "     \
   "intercepted, bytes_up, bytes_down"
 
-static void read_netlog(sqlite3_stmt *stmt, struct wr_netlog_rec *rec) {
+static void read_netlog(sqlite3_stmt *stmt, void *out) {
+  struct wr_netlog_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->id = sqlite3_column_int64(stmt, 0);
   rec->time_ms = sqlite3_column_int64(stmt, 1);
@@ -299,9 +299,8 @@ int wr_store_netlog_list(wr_store_t *st, const char *sandbox_id, int64_t after,
                          size_t limit, struct wr_netlog_rec **recs, size_t *n,
                          wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_netlog_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st, after > 0 ? netlog_after_sql : netlog_newest_sql,
                        &stmt, err) < 0)
@@ -311,13 +310,10 @@ int wr_store_netlog_list(wr_store_t *st, const char *sandbox_id, int64_t after,
       sqlite3_bind_int64(stmt, 3, (int64_t)WR_MIN(limit, INT64_MAX)) !=
           SQLITE_OK)
     return wr_store_fail(st, err);
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_netlog(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_netlog_rec), read_netlog, &v,
+                       &len, err) < 0) {
     wr_netlog_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;
@@ -454,7 +450,9 @@ static int read_value(int dirfd, const char *service, char **value, size_t *len,
 #define SECRET_COLUMNS                                                         \
   "service, hosts_json, header, prefix, env_json, created_ms"
 
-static void read_secret(sqlite3_stmt *stmt, struct wr_secret_rec *rec) {
+static void read_secret(sqlite3_stmt *stmt, void *out) {
+  struct wr_secret_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->service = wr_store_column_str(stmt, 0);
   rec->hosts_json = wr_store_column_str(stmt, 1);
@@ -539,22 +537,18 @@ int wr_store_secret_get(wr_store_t *st, const char *service,
 int wr_store_secret_list(wr_store_t *st, struct wr_secret_rec **recs, size_t *n,
                          wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_secret_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st,
                        "SELECT " SECRET_COLUMNS " FROM secrets "
                        "ORDER BY service",
                        &stmt, err) < 0)
     return -1;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_secret(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_secret_rec), read_secret, &v,
+                       &len, err) < 0) {
     wr_secret_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;
@@ -619,7 +613,9 @@ void wr_secret_recs_free(struct wr_secret_rec *recs, size_t n) {
 
 #define PORT_COLUMNS "sandbox_id, addr, host_port, port, created_ms"
 
-static void read_port(sqlite3_stmt *stmt, struct wr_port_rec *rec) {
+static void read_port(sqlite3_stmt *stmt, void *out) {
+  struct wr_port_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->sandbox_id = wr_store_column_str(stmt, 0);
   rec->addr = wr_store_column_str(stmt, 1);
@@ -682,9 +678,8 @@ int wr_store_port_add(wr_store_t *st, const struct wr_port_rec *rec,
 int wr_store_port_list(wr_store_t *st, const char *sandbox_id,
                        struct wr_port_rec **recs, size_t *n, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_port_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st,
                        "SELECT " PORT_COLUMNS " FROM ports "
@@ -694,13 +689,10 @@ int wr_store_port_list(wr_store_t *st, const char *sandbox_id,
     return -1;
   if (wr_store_bind_str(stmt, 1, sandbox_id) != SQLITE_OK)
     return wr_store_fail(st, err);
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_port(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_port_rec), read_port, &v,
+                       &len, err) < 0) {
     wr_port_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;

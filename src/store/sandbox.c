@@ -10,7 +10,9 @@
   "id, name, image, state, spec_json, error, slot, created_ms, updated_ms, "   \
   "init_pid, init_start"
 
-static void read_sandbox(sqlite3_stmt *stmt, struct wr_sandbox_rec *rec) {
+static void read_sandbox(sqlite3_stmt *stmt, void *out) {
+  struct wr_sandbox_rec *rec = out;
+
   memset(rec, 0, sizeof(*rec));
   rec->id = wr_store_column_str(stmt, 0);
   rec->name = wr_store_column_str(stmt, 1);
@@ -140,22 +142,18 @@ int wr_store_sandbox_get(wr_store_t *st, const char *id_or_name,
 int wr_store_sandbox_list(wr_store_t *st, struct wr_sandbox_rec **recs,
                           size_t *n, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  struct wr_sandbox_rec *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
+  void *v = NULL;
+  size_t len = 0;
 
   if (wr_store_prepare(st,
                        "SELECT " SANDBOX_COLUMNS " FROM sandboxes "
                        "ORDER BY created_ms, rowid",
                        &stmt, err) < 0)
     return -1;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    v = wr_store_grow(v, &cap, len, sizeof(*v));
-    read_sandbox(stmt, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_sandbox_rec), read_sandbox,
+                       &v, &len, err) < 0) {
     wr_sandbox_recs_free(v, len);
-    return wr_store_fail(st, err);
+    return -1;
   }
   *recs = v;
   *n = len;

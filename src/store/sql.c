@@ -113,7 +113,8 @@ int wr_store_bind_str(sqlite3_stmt *stmt, int idx, const char *s) {
   return sqlite3_bind_text(stmt, idx, s, -1, SQLITE_STATIC);
 }
 
-void *wr_store_grow(void *v, size_t *cap, size_t len, size_t size) {
+/* Room for one more element of `size` bytes in a growing array. */
+static void *grow(void *v, size_t *cap, size_t len, size_t size) {
   size_t bytes;
 
   if (len < *cap)
@@ -122,4 +123,20 @@ void *wr_store_grow(void *v, size_t *cap, size_t len, size_t size) {
   if (__builtin_mul_overflow(*cap, size, &bytes))
     abort();
   return xrealloc(v, bytes);
+}
+
+int wr_store_collect(wr_store_t *st, sqlite3_stmt *stmt, size_t size,
+                     wr_store_read_fn read, void **recs, size_t *n,
+                     wr_error_t *err) {
+  size_t cap = 0;
+  int rc;
+
+  *recs = NULL;
+  *n = 0;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    *recs = grow(*recs, &cap, *n, size);
+    read(stmt, (char *)*recs + *n * size);
+    (*n)++;
+  }
+  return rc == SQLITE_DONE ? 0 : wr_store_fail(st, err);
 }

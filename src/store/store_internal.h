@@ -51,7 +51,13 @@ int wr_store_run(wr_store_t *st, sqlite3_stmt *stmt, int *changes,
 char *wr_store_column_str(sqlite3_stmt *stmt, int col);
 /* Bind a C string, or NULL as SQL NULL. The string must outlive the step. */
 int wr_store_bind_str(sqlite3_stmt *stmt, int idx, const char *s);
-/* Make room for one more element of `size` bytes in a growing array. */
-void *wr_store_grow(void *v, size_t *cap, size_t len, size_t size);
+/* Reads the current row into the record at rec. */
+typedef void (*wr_store_read_fn)(sqlite3_stmt *stmt, void *rec);
+/* Step a bound SELECT to its end, reading each row with `read` into a
+ * growing array of `size`-byte records. On failure *recs and *n still
+ * hold the rows read so far, for the caller to free. */
+int wr_store_collect(wr_store_t *st, sqlite3_stmt *stmt, size_t size,
+                     wr_store_read_fn read, void **recs, size_t *n,
+                     wr_error_t *err);
 
 #endif
