@@ -75,26 +75,16 @@ static bool is_self(struct wr_net *n, const struct wr_net_addr *a) {
   return false;
 }
 
-/* An IP or CIDR allow rule that applies to this sandbox and port and
- * covers a. */
+/* Whether an IP or CIDR allow rule that applies to this sandbox and port
+ * covers a: the policy's own matching, on the address alone (only such
+ * rules match an address). */
 static bool rule_names(const struct wr_policy *p, const char *sandbox,
                        const struct wr_net_addr *a, uint16_t port) {
-  struct wr_net_addr v4;
-  bool mapped = unmap(a, &v4);
+  struct wr_verdict v;
 
-  for (size_t i = 0; i < wr_policy_nrules(p); i++) {
-    const struct wr_rule *r = wr_policy_rule(p, i);
-    if (!r->allow || (r->kind != WR_RULE_IP && r->kind != WR_RULE_CIDR))
-      continue;
-    if (r->port != 0 && r->port != port)
-      continue;
-    if (r->sandbox != NULL && (sandbox == NULL || strcmp(r->sandbox, sandbox)))
-      continue;
-    if (wr_net_addr_in(a, &r->addr, r->prefix) ||
-        (mapped && wr_net_addr_in(&v4, &r->addr, r->prefix)))
-      return true;
-  }
-  return false;
+  wr_policy_check(p, sandbox, NULL, a, port, &v);
+  return v.allow && v.rule != NULL &&
+         (v.rule->kind == WR_RULE_IP || v.rule->kind == WR_RULE_CIDR);
 }
 
 void wr_net_check(struct wr_net *n, const char *sandbox, const char *host,

@@ -169,33 +169,44 @@ static bool prefix_match(const uint8_t *a, const uint8_t *net,
   return ((a[full] ^ net[full]) & (0xff << (8 - rest))) == 0;
 }
 
-/* The IPv4 addresses an IPv6 address carries, by the prefixes of net.h:
- * the one its owner means, and for the local-use NAT64 prefix, whose
- * layout depends on the network, also the /48 layout of RFC 6052. */
-static size_t embedded_v4(const uint8_t *b, uint32_t v4[2]) {
+static void set_v4(struct wr_net_addr *a, const uint8_t *b, bool inverted) {
+  memset(a, 0, sizeof(*a));
+  a->family = AF_INET;
+  for (size_t i = 0; i < 4; i++)
+    a->bytes[i] = inverted ? (uint8_t)~b[i] : b[i];
+}
+
+/* By the prefixes of net.h: the address its owner means, and for the
+ * local-use NAT64 prefix, whose layout depends on the network, also the
+ * /48 layout of RFC 6052. */
+size_t wr_net_addr_embedded_v4(const struct wr_net_addr *a,
+                               struct wr_net_addr v4[2]) {
   static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
   static const uint8_t zero[12] = {0};
   static const uint8_t nat64[12] = {0x00, 0x64, 0xff, 0x9b};
   static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
   static const uint8_t teredo[4] = {0x20, 0x01, 0x00, 0x00};
-  uint8_t layout48[4] = {b[6], b[7], b[9], b[10]};
+  const uint8_t *b = a->bytes;
+  const uint8_t layout48[4] = {b[6], b[7], b[9], b[10]};
 
+  if (a->family != AF_INET6)
+    return 0;
   if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0 ||
       (memcmp(b, zero, 12) == 0 && be32(b + 12) > 1)) {
-    v4[0] = be32(b + 12);
+    set_v4(&v4[0], b + 12, false);
     return 1;
   }
   if (memcmp(b, nat64_local, 6) == 0) {
-    v4[0] = be32(b + 12);
-    v4[1] = be32(layout48);
+    set_v4(&v4[0], b + 12, false);
+    set_v4(&v4[1], layout48, false);
     return 2;
   }
   if (b[0] == 0x20 && b[1] == 0x02) {
-    v4[0] = be32(b + 2);
+    set_v4(&v4[0], b + 2, false);
     return 1;
   }
   if (memcmp(b, teredo, 4) == 0) {
-    v4[0] = be32(b + 12) ^ 0xffffffffu;
+    set_v4(&v4[0], b + 12, true);
     return 1;
   }
   return 0;
@@ -222,13 +233,14 @@ static const struct v6_range v6_ranges[] = {
 
 /* Only 2000::/3 is global unicast; the rest of the space is either in the
  * table or not assigned for use on the Internet. */
-static enum wr_addr_class class_v6(const uint8_t *b) {
-  uint32_t v4[2];
-  size_t n = embedded_v4(b, v4);
+static enum wr_addr_class class_v6(const struct wr_net_addr *a) {
+  const uint8_t *b = a->bytes;
+  struct wr_net_addr v4[2];
+  size_t n = wr_net_addr_embedded_v4(a, v4);
 
   for (size_t i = 0; i < n; i++)
-    if (class_v4(v4[i]) != WR_ADDR_PUBLIC)
-      return class_v4(v4[i]);
+    if (class_v4(be32(v4[i].bytes)) != WR_ADDR_PUBLIC)
+      return class_v4(be32(v4[i].bytes));
   if (n > 0)
     return WR_ADDR_PUBLIC;
   for (size_t i = 0; i < WR_ARRAY_SIZE(v6_ranges); i++)
@@ -241,7 +253,7 @@ enum wr_addr_class wr_net_addr_class(const struct wr_net_addr *a) {
   if (a->family == AF_INET)
     return class_v4(be32(a->bytes));
   if (a->family == AF_INET6)
-    return class_v6(a->bytes);
+    return class_v6(a);
   return WR_ADDR_RESERVED;
 }
 

@@ -64,6 +64,11 @@ bool wr_net_parse_ip(const char *s, struct wr_net_addr *out);
  * carry. */
 enum wr_addr_class wr_net_addr_class(const struct wr_net_addr *a);
 const char *wr_net_addr_class_name(enum wr_addr_class c); /* "loopback" */
+/* The IPv4 addresses an IPv6 address carries (the kinds listed above;
+ * two for the local-use NAT64 prefix, whose layout depends on the
+ * network): their count, 0 for IPv4 and other IPv6 addresses. */
+size_t wr_net_addr_embedded_v4(const struct wr_net_addr *a,
+                               struct wr_net_addr v4[2]);
 /* Canonical text ("127.0.0.1", "::1"; no brackets). */
 void wr_net_addr_format(const struct wr_net_addr *a, char *out, size_t size);
 bool wr_net_addr_from_sockaddr(const struct sockaddr *sa,

@@ -352,51 +352,6 @@ int wr_policy_load_preset(struct wr_policy *p, const char *path,
 
 /* ---- decisions ---------------------------------------------------------- */
 
-/* The IPv4 addresses an IPv6 address carries, as wr_net_addr_class sees
- * them (names.c), so that IPv4 rules also judge ::ffff:10.0.0.1 and its
- * kin: mapped, compatible (not :: or ::1), NAT64 (for the local-use
- * prefix in both the /96 and the /48 layout), 6to4 and Teredo. */
-static size_t embedded_v4(const struct wr_net_addr *a,
-                          struct wr_net_addr v4[2]) {
-  static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
-  static const uint8_t zero[12] = {0};
-  static const uint8_t nat64[12] = {0x00, 0x64, 0xff, 0x9b};
-  static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
-  static const uint8_t teredo[4] = {0x20, 0x01, 0x00, 0x00};
-  const uint8_t *b = a->bytes;
-  const uint8_t *last = b + 12;
-  uint8_t teredo_client[4];
-
-  memset(v4, 0, 2 * sizeof(*v4));
-  v4[0].family = v4[1].family = AF_INET;
-  if (a->family != AF_INET6)
-    return 0;
-  if (memcmp(b, zero, 12) == 0 && (last[0] | last[1] | last[2]) == 0 &&
-      last[3] <= 1)
-    return 0;
-  if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0 ||
-      memcmp(b, zero, 12) == 0) {
-    memcpy(v4[0].bytes, last, 4);
-    return 1;
-  }
-  if (memcmp(b, nat64_local, 6) == 0) {
-    const uint8_t layout48[4] = {b[6], b[7], b[9], b[10]};
-    memcpy(v4[0].bytes, last, 4);
-    memcpy(v4[1].bytes, layout48, 4);
-    return 2;
-  }
-  if (b[0] == 0x20 && b[1] == 0x02) {
-    memcpy(v4[0].bytes, b + 2, 4);
-    return 1;
-  }
-  if (memcmp(b, teredo, 4) != 0)
-    return 0;
-  for (size_t i = 0; i < 4; i++)
-    teredo_client[i] = (uint8_t)~last[i];
-  memcpy(v4[0].bytes, teredo_client, 4);
-  return 1;
-}
-
 /* A rule applies to its sandbox (or all, when global) and its port (or
  * all, when 0). A check for port 0 asks about no port in particular, as
  * the DNS server does: an allow rule for one port then applies, a deny
@@ -431,7 +386,7 @@ static bool addr_matches(const struct wr_rule *r, const struct wr_net_addr *a) {
     return false;
   if (wr_net_addr_in(a, &r->addr, r->prefix))
     return true;
-  n = r->addr.family == AF_INET ? embedded_v4(a, v4) : 0;
+  n = r->addr.family == AF_INET ? wr_net_addr_embedded_v4(a, v4) : 0;
   for (size_t i = 0; i < n; i++)
     if (wr_net_addr_in(&v4[i], &r->addr, r->prefix))
       return true;
