@@ -300,7 +300,9 @@ else:
     sys.exit("no free port below the ephemeral range")' "${1:-127.0.0.1}"
 }
 
-port_taken() { ! port_bindable "$@"; }
+port_listening() { # ADDR PORT
+  [ -n "$(ss -Hltn "src $1:$2")" ]
+}
 
 port_bindable() { # ADDR PORT
   python3 -c 'import socket, sys
@@ -1515,15 +1517,15 @@ test_published_port_websocket() {
   # Taken ports are refused.
   must_fail "$WARREN" ports net-ws --publish "$hp:8001" >/dev/null
   hp3=$(free_port)
-  # SO_REUSEADDR: the port may have served as some connection's local
-  # port since free_port picked it, and linger in TIME_WAIT.
   python3 -c 'import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(60)' \
-    "$hp3" &
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+time.sleep(60)' "$hp3" &
   holder=$!
   on_exit "kill $holder 2>/dev/null"
-  wait_until 5 port_taken 127.0.0.1 "$hp3" || fail "the host process did not take $hp3"
+  # Watched, not probed: a probe that binds could take the port from the
+  # holder before it gets there.
+  wait_until 5 port_listening 127.0.0.1 "$hp3" ||
+    fail "the host process did not take $hp3"
   must_fail "$WARREN" ports net-ws --publish "$hp3:8000" >/dev/null
   kill "$holder" 2>/dev/null || true
 
