@@ -126,7 +126,7 @@ static int default_route(int nl, int family, int ifindex) {
   return send_route(nl, &r);
 }
 
-int wr_netns_routes(void) {
+static int default_routes(void) {
   struct ifreq ifr = {0};
   int s, nl, r = -1;
 
@@ -151,13 +151,12 @@ int wr_netns_routes(void) {
 
 /* ---- warrend's listeners ------------------------------------------------ */
 
-/* One listener, lifted to an fd >= 64 so that placing init's fds cannot
- * clobber it. IPv6 may be off on the host: then -1 and errno
- * EAFNOSUPPORT. */
+/* One listener on loopback. IPv6 may be off on the host: then -1 and
+ * errno EAFNOSUPPORT. */
 static int listen_on(int family, int type, uint16_t port) {
   struct sockaddr_storage ss = {0};
   socklen_t len;
-  int one = 1, s, fd;
+  int one = 1, s;
 
   if (family == AF_INET) {
     struct sockaddr_in *in = (struct sockaddr_in *)&ss;
@@ -183,12 +182,10 @@ static int listen_on(int family, int type, uint16_t port) {
     close(s);
     return -1;
   }
-  fd = fcntl(s, F_DUPFD_CLOEXEC, 64);
-  close(s);
-  return fd;
+  return s;
 }
 
-int wr_netns_listen(int fds[WR_NET_NFDS], const char **step) {
+static int listen_all(int fds[WR_NET_NFDS], const char **step) {
   static const struct {
     int family, type;
     uint16_t port;
@@ -398,11 +395,11 @@ static int setup_inside(struct wr_netns *ns, wr_error_t *err) {
 
   if (bring_up_lo() < 0)
     return wr_error_set(err, errno, "bring lo up");
-  if (wr_netns_routes() < 0)
+  if (default_routes() < 0)
     return wr_error_set(err, errno, "default routes through lo");
   if (open_low_ports() < 0)
     return wr_error_set(err, errno, "ip_unprivileged_port_start");
-  if (wr_netns_listen(ns->listen, &step) < 0)
+  if (listen_all(ns->listen, &step) < 0)
     return wr_error_set(err, errno, "%s", step);
   ns->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (ns->fd < 0)
@@ -418,7 +415,7 @@ void wr_netns_close(struct wr_netns *ns) {
 
 /* The thread leaves its namespace for a new one and comes back: a thread
  * of warrend that stayed in a sandbox's namespace would dial from there. */
-int wr_netns_prepare(const char *nft, struct wr_netns *ns, wr_error_t *err) {
+static int prepare(const char *nft, struct wr_netns *ns, wr_error_t *err) {
   _cleanup_close_ int home =
       open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   struct wr_netns_job job = {.pid = -1, .out = -1};
@@ -473,7 +470,7 @@ static void *pool_main(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&p->mu);
-    r = wr_netns_prepare(p->nft, &ns, &err);
+    r = prepare(p->nft, &ns, &err);
     pthread_mutex_lock(&p->mu);
     if (r < 0) {
       /* Starts prepare their own and report the error; wait for one. */
@@ -536,5 +533,5 @@ int wr_netns_take(struct wr_netns_pool *p, struct wr_netns *ns,
   }
   pthread_cond_signal(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  return got ? 0 : wr_netns_prepare(p->nft, ns, err);
+  return got ? 0 : prepare(p->nft, ns, err);
 }

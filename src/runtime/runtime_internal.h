@@ -58,15 +58,7 @@ struct wr_netns {
 };
 #define WR_NETNS_POOL_MAX 64
 struct wr_netns_pool;
-/* Default routes through lo in the calling thread's namespace. */
-int wr_netns_routes(void);
-/* warrend's listeners in the calling thread's namespace (fds >= 64,
- * CLOEXEC; the IPv6 one is -1 when the host has no IPv6). On failure
- * *step names the listener. */
-int wr_netns_listen(int fds[WR_NET_NFDS], const char **step);
 char *wr_netns_find_nft(void);
-/* Make and set up a namespace (the calling thread returns to its own). */
-int wr_netns_prepare(const char *nft, struct wr_netns *ns, wr_error_t *err);
 void wr_netns_close(struct wr_netns *ns);
 /* A thread that keeps `size` namespaces ready (0: none, every start
  * prepares its own). */
