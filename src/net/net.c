@@ -359,11 +359,13 @@ static int dns_socket(struct wr_net_sb *sb, int given, wr_error_t *err) {
     close(fd);
     return wr_error_set(err, -rc, "open the DNS socket");
   }
+  /* uv_udp_open turns SO_REUSEADDR on, and on a UDP socket that lets a
+   * second socket, a sandbox process's, bind the same port beside it. */
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){0}, sizeof(int)) < 0)
+    return wr_error_set(err, errno, "clear SO_REUSEADDR on the DNS socket");
   return wr_dns_start(sb, err);
 }
 
-/* The sandbox joins the list only when every listener is up; on failure
- * what was opened is closed again through detach_sb. */
 /* Close the listeners a failed attach did not take over. */
 static void close_given(const int *given, const bool *taken) {
   for (int i = 0; given != NULL && i < 3; i++)
@@ -371,6 +373,8 @@ static void close_given(const int *given, const bool *taken) {
       close(given[i]);
 }
 
+/* The sandbox joins the list only when every listener is up; on failure
+ * what was opened is closed again through detach_sb. */
 int wr_net_attach(struct wr_net *n, const char *sandbox, int netns_fd,
                   const int listen_fds[3], wr_error_t *err) {
   struct wr_net_sb *sb;

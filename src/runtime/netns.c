@@ -174,9 +174,13 @@ static int listen_on(int family, int type, uint16_t port) {
   s = socket(family, type | SOCK_CLOEXEC, 0);
   if (s < 0)
     return -1;
+  /* SO_REUSEADDR on a UDP socket would let a second one, a sandbox
+   * process's, bind the same port beside it; TCP listeners need it only
+   * to rebind over connections in TIME_WAIT and admit no one beside. */
   if ((family == AF_INET6 &&
        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
-      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+      (type == SOCK_STREAM &&
+       setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) ||
       bind(s, (struct sockaddr *)&ss, len) < 0 ||
       (type == SOCK_STREAM && listen(s, 1024) < 0)) {
     close(s);

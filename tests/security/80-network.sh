@@ -110,19 +110,23 @@ test_sandbox_cannot_take_the_proxy_or_dns_ports() {
   new_sandbox sec-net-ports
   out=$("$WARREN" exec sec-net-ports -- python3 -c '
 import socket
-for fam, typ, addr in [(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 3128)),
-                       (socket.AF_INET6, socket.SOCK_STREAM, ("::1", 3128)),
-                       (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 53))]:
-    s = socket.socket(fam, typ)
-    try:
-        s.bind(addr); print(addr[1], "bound")
-    except OSError as e:
-        print(addr[1], e.errno)
+for opt in [None, socket.SO_REUSEADDR, socket.SO_REUSEPORT]:
+    for fam, typ, addr in [(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 3128)),
+                           (socket.AF_INET6, socket.SOCK_STREAM, ("::1", 3128)),
+                           (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 53))]:
+        s = socket.socket(fam, typ)
+        if opt is not None:
+            s.setsockopt(socket.SOL_SOCKET, opt, 1)
+        try:
+            s.bind(addr); print(addr[1], "bound")
+        except OSError as e:
+            print(addr[1], e.errno)
 ' 2>&1)
-  # EADDRINUSE (98): warrend bound them before the first process ran.
-  assert_eq "3128 98
-3128 98
-53 98" "$out" "the proxy and DNS ports are warrend's"
+  # EADDRINUSE (98) every time, sharing options or not: warrend bound them
+  # before the first process ran, without SO_REUSEADDR on the UDP one
+  # (which would let a second UDP socket share the port).
+  assert_eq "$(for _ in 1 2 3; do printf '3128 98\n3128 98\n53 98\n'; done)" \
+    "$out" "the proxy and DNS ports are warrend's"
 }
 
 test_other_udp_and_icmp_do_not_leave() {
