@@ -136,6 +136,18 @@ int wr_req_bool(wr_http_req_t *req, const char *name, bool def, bool *out) {
   return -1;
 }
 
+int wr_req_u64(wr_http_req_t *req, const char *name, uint64_t def, uint64_t min,
+               uint64_t max, uint64_t *out) {
+  const char *v = wr_http_query(req, name);
+  wr_error_t err;
+
+  *out = def;
+  if (v == NULL || wr_parse_u64(v, min, max, out, &err) == 0)
+    return 0;
+  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name, err.msg);
+  return -1;
+}
+
 static void job_work(uv_work_t *w) {
   struct wr_job *job = w->data;
 

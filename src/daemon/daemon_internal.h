@@ -320,6 +320,9 @@ json_t *wr_req_json(wr_http_req_t *req, const struct wr_json_field *fields,
                     size_t n);
 /* Query flag: "true"/"1"/"" -> true, "false"/"0" -> false; others 400. */
 int wr_req_bool(wr_http_req_t *req, const char *name, bool def, bool *out);
+/* Query number in [min, max], def when absent; others 400. */
+int wr_req_u64(wr_http_req_t *req, const char *name, uint64_t def, uint64_t min,
+               uint64_t max, uint64_t *out);
 /* Run fn on the threadpool, then done on the loop. */
 struct wr_job;
 typedef void (*wr_job_fn)(struct wr_job *job);

@@ -449,17 +449,12 @@ void wr_api_proc_get(wr_http_req_t *req, void *ctx) {
 void wr_api_proc_output(wr_http_req_t *req, void *ctx) {
   struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
   struct wr_proc *p = sb ? proc_from_req(sb, req) : NULL;
-  const char *off = wr_http_query(req, "offset");
-  uint64_t offset = 0;
+  uint64_t offset;
   bool follow, frames;
-  wr_error_t err;
 
-  if (p == NULL || wr_req_bool(req, "follow", false, &follow) < 0)
+  if (p == NULL || wr_req_bool(req, "follow", false, &follow) < 0 ||
+      wr_req_u64(req, "offset", 0, 0, UINT64_MAX, &offset) < 0)
     return;
-  if (off != NULL && wr_parse_u64(off, 0, UINT64_MAX, &offset, &err) < 0) {
-    wr_http_reply_error(req, 400, "bad_request", "offset: %s", err.msg);
-    return;
-  }
   frames = wr_http_wants_upgrade(req, "warren-exec");
   wr_watch(p, req, frames, frames, frames || follow, offset);
 }

@@ -232,24 +232,12 @@ static void list_done(struct wr_job *job) {
   fjob_free(j);
 }
 
-static int query_u64(wr_http_req_t *req, const char *name, uint64_t def,
-                     uint64_t min, uint64_t max, uint64_t *out) {
-  const char *v = wr_http_query(req, name);
-  wr_error_t err;
-
-  *out = def;
-  if (v == NULL || wr_parse_u64(v, min, max, out, &err) == 0)
-    return 0;
-  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name, err.msg);
-  return -1;
-}
-
 void wr_api_files_list(wr_http_req_t *req, void *ctx) {
   uint64_t depth, limit;
   struct fjob *j;
 
-  if (query_u64(req, "depth", 1, 1, 64, &depth) < 0 ||
-      query_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT, &limit) <
+  if (wr_req_u64(req, "depth", 1, 1, 64, &depth) < 0 ||
+      wr_req_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT, &limit) <
           0)
     return;
   j = fjob_new(ctx, req, wr_http_query(req, "path"), list_work, list_done);

@@ -399,19 +399,6 @@ struct log_query {
   bool follow;
 };
 
-/* A whole-number query parameter within [min, max]; replies 400. */
-static int query_num(wr_http_req_t *req, const char *name, uint64_t min,
-                     uint64_t max, uint64_t def, uint64_t *out) {
-  const char *v = wr_http_query(req, name);
-  wr_error_t err;
-
-  *out = def;
-  if (v == NULL || wr_parse_u64(v, min, max, out, &err) == 0)
-    return 0;
-  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name, err.msg);
-  return -1;
-}
-
 /* A sandbox that is gone is still named by its id in the log, so an
  * unknown key is taken as such an id rather than refused. */
 static int parse_log_query(wr_http_req_t *req, struct wr_daemon *d,
@@ -421,8 +408,8 @@ static int parse_log_query(wr_http_req_t *req, struct wr_daemon *d,
   uint64_t after, limit;
 
   q->sandbox = sb ? sb->id : key;
-  if (query_num(req, "after", 0, INT64_MAX, 0, &after) < 0 ||
-      query_num(req, "limit", 1, LOG_LIMIT_MAX, LOG_LIMIT_DEFAULT, &limit) < 0)
+  if (wr_req_u64(req, "after", 0, 0, INT64_MAX, &after) < 0 ||
+      wr_req_u64(req, "limit", LOG_LIMIT_DEFAULT, 1, LOG_LIMIT_MAX, &limit) < 0)
     return -1;
   q->after = (int64_t)after;
   q->limit = (size_t)limit;
