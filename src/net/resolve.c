@@ -236,16 +236,28 @@ static int start_gai(struct wr_net *n, struct wr_resolve_req *r,
 
 /* ---- the interface ------------------------------------------------------ */
 
-int wr_resolve_start(struct wr_net *n, const char *host, wr_net_resolve_fn cb,
-                     void *arg, struct wr_resolve_req **out, wr_error_t *err) {
+/* A request of the engine's, or NULL with err once it is shut down. */
+static struct wr_resolve_req *req_new(struct wr_net *n, wr_net_resolve_fn cb,
+                                      void *arg, wr_error_t *err) {
   struct wr_resolve_req *r;
 
-  if (n->shut)
-    return wr_error_setx(err, ECANCELED, "the network engine is shut down");
+  if (n->shut) {
+    wr_error_setx(err, ECANCELED, "the network engine is shut down");
+    return NULL;
+  }
   r = xcalloc(1, sizeof(*r));
   r->n = n;
   r->cb = cb;
   r->arg = arg;
+  return r;
+}
+
+int wr_resolve_start(struct wr_net *n, const char *host, wr_net_resolve_fn cb,
+                     void *arg, struct wr_resolve_req **out, wr_error_t *err) {
+  struct wr_resolve_req *r = req_new(n, cb, arg, err);
+
+  if (r == NULL)
+    return -1;
   if (out != NULL)
     *out = r;
   if (hosts_lookup(n, host, r))
@@ -312,12 +324,9 @@ int wr_net_resolve(struct wr_net *n, const char *host, wr_net_resolve_fn cb,
     return -1;
   if (!is_ip)
     return wr_resolve_start(n, norm, cb, arg, NULL, err);
-  if (n->shut)
-    return wr_error_setx(err, ECANCELED, "the network engine is shut down");
-  r = xcalloc(1, sizeof(*r));
-  r->n = n;
-  r->cb = cb;
-  r->arg = arg;
+  r = req_new(n, cb, arg, err);
+  if (r == NULL)
+    return -1;
   add_addr(r, &a);
   queue_ready(n, r);
   return 0;
