@@ -740,6 +740,18 @@ void wr_network_sandbox_down(struct wr_sandbox *sb) {
 
 /* Its publications close at once; its rules go from the store and so
  * from the policy. */
+/* Whether the policy in force has rules of this sandbox: only then does
+ * its removal change the policy (rebuilding reads the preset file and
+ * every rule, which removing many sandboxes would otherwise repeat). */
+static bool policy_names(const struct wr_policy *p, const char *id) {
+  for (size_t i = 0; p != NULL && i < wr_policy_nrules(p); i++) {
+    const struct wr_rule *r = wr_policy_rule(p, i);
+    if (r->sandbox != NULL && strcmp(r->sandbox, id) == 0)
+      return true;
+  }
+  return false;
+}
+
 void wr_network_sandbox_removed(struct wr_sandbox *sb) {
   struct wr_network *nw = sb->d->network;
   struct wr_port_rec *recs = NULL;
@@ -752,7 +764,8 @@ void wr_network_sandbox_removed(struct wr_sandbox *sb) {
     wr_net_unpublish(nw->net, sb->id, recs[i].host_port, NULL);
   wr_port_recs_free(recs, n);
   if (wr_store_net_forget_sandbox(sb->d->store, sb->id, &err) < 0 ||
-      wr_network_rebuild_policy(nw, &err) < 0)
+      (policy_names(nw->policy, sb->id) &&
+       wr_network_rebuild_policy(nw, &err) < 0))
     wr_warn("sandbox %s: %s", sb->name, err.msg);
 }
 
