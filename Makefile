@@ -18,15 +18,17 @@ override CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
 override LDFLAGS += -pie -Wl,-z,relro,-z,now
 LIBS    := -lhttp_parser $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-MODULES := common init runtime store api net daemon cli
+MODULES := common init runtime store api net daemon cli gitremote
 # Link order: a module comes before the modules it uses.
 DAEMON_LIBS := daemon net api store runtime init common
 CLI_LIBS    := cli api init common
+GITREMOTE_LIBS := gitremote $(CLI_LIBS)
 
 lib_srcs = $(filter-out src/$(1)/main.c,$(wildcard src/$(1)/*.c))
 lib_objs = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(call lib_srcs,$(1)))
 
-BINS := $(BUILD)/bin/warrend $(BUILD)/bin/warren $(BUILD)/bin/warren-init
+BINS := $(BUILD)/bin/warrend $(BUILD)/bin/warren $(BUILD)/bin/warren-init \
+        $(BUILD)/bin/git-remote-warren
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
@@ -65,6 +67,13 @@ $(BUILD)/bin/warren: $(BUILD)/obj/cli/main.o $(call libs_of,$(CLI_LIBS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# git runs git-remote-warren for remotes whose URL is warren::NAME; it must
+# be on PATH (make install puts it beside warren).
+$(BUILD)/bin/git-remote-warren: $(BUILD)/obj/gitremote/main.o \
+    $(call libs_of,$(GITREMOTE_LIBS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # warren-init is static: it runs inside sandboxes from a sealed memfd and
 # must not depend on anything in the sandbox's image.
 $(BUILD)/bin/warren-init: $(BUILD)/obj/init/main.o $(call libs_of,init common)
@@ -81,7 +90,7 @@ $(BUILD)/helpers/%: tests/helpers/%.c
 
 # ---- tests -------------------------------------------------------------
 
-TEST_LIBS := cli $(DAEMON_LIBS)
+TEST_LIBS := gitremote cli $(DAEMON_LIBS)
 $(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(TEST_LIBS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< \
@@ -125,9 +134,10 @@ fuzz:
 	tests/run-fuzz $(FUZZ_RUNS) $(FUZZERS)
 
 fuzzers: $(FUZZERS)
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(DAEMON_LIBS))
+FUZZ_LIBS := gitremote cli $(DAEMON_LIBS)
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(FUZZ_LIBS))
 	$(CC) $(CFLAGS) -Wno-missing-prototypes -fsanitize=fuzzer -o $@ $< \
-	  $(call libs_of,$(DAEMON_LIBS)) $(LIBS)
+	  $(call libs_of,$(FUZZ_LIBS)) $(LIBS)
 
 $(BUILD)/bench/wrbench: bench/wrbench.c $(call libs_of,api common)
 	@mkdir -p $(dir $@)
@@ -136,13 +146,17 @@ $(BUILD)/bench/wrbench: bench/wrbench.c $(call libs_of,api common)
 bench: all $(BUILD)/bench/wrbench
 	bench/run
 
+# git finds git-remote-warren on PATH only, so the demo installs it.
 demo: deps
 	$(MAKE) all
+	install -D -m 0755 $(BUILD)/bin/git-remote-warren \
+	  $(DESTDIR)$(PREFIX)/bin/git-remote-warren
 	scripts/demo
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/warren
-	install -m 0755 $(BUILD)/bin/warren $(BUILD)/bin/warrend $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bin/warren $(BUILD)/bin/warrend \
+	  $(BUILD)/bin/git-remote-warren $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/bin/warren-init $(DESTDIR)$(PREFIX)/lib/warren/
 	for f in $(patsubst data/%,%,$(DATA_SRCS)); do \
 	  install -D -m 0644 data/$$f $(DESTDIR)$(PREFIX)/share/warren/$$f || exit 1; \

@@ -3,6 +3,7 @@
  * figures DESIGN.md sets targets for.
  *
  *   wrbench [--socket PATH] [--image DIR] [--runs N] [--mass N]
+ *           [--ws-files N]
  *   wrbench net --sink ADDR:PORT [--pid PID] [--proxy ADDR:PORT] [--mib N]
  *               [--conns N] [--runs N] [--no-redirect]
  *
@@ -10,7 +11,10 @@
  *   vs `bwrap --unshare-all ... true` on the same image;
  * - exec round trip in a running sandbox vs a host fork+exec of `true`;
  * - host memory per idle sandbox (MemAvailable before and after);
- * - creating N sandboxes one after another, then removing them.
+ * - creating N sandboxes one after another, then removing them;
+ * - create + first exec with a direct-mode workspace of --ws-files files
+ *   (the id-mapped mount and the record `warren diff` compares with) vs
+ *   bwrap binding the same directory.
  *
  * It talks to a running warrend over its unix socket with the project's
  * own HTTP client, and runs bwrap itself.
@@ -38,6 +42,7 @@
 #include <sched.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -50,6 +55,7 @@ struct opts {
   const char *image;
   int runs;
   int mass;
+  int ws_files;
 };
 
 static double ms_since(uint64_t t0) {
@@ -139,6 +145,15 @@ static int create(wr_http_client_t *c, const char *name) {
   return call(c, "POST", "/v1/sandboxes", body) == 201 ? 0 : -1;
 }
 
+static int create_with_workspace(wr_http_client_t *c, const char *name,
+                                 const char *dir) {
+  char body[512];
+
+  snprintf(body, sizeof(body),
+           "{\"name\":\"%s\",\"workspace\":{\"path\":\"%s\"}}", name, dir);
+  return call(c, "POST", "/v1/sandboxes", body) == 201 ? 0 : -1;
+}
+
 static int destroy(wr_http_client_t *c, const char *name) {
   char path[128];
 
@@ -193,6 +208,72 @@ static void bench_create_exec(const struct opts *o, wr_http_client_t *c) {
   }
   if (n > 0)
     report("create + first exec of true", v, n, "bwrap", pn ? pv : NULL, pn);
+  free(v);
+  free(pv);
+}
+
+/* A project-like tree: `files` files of 1 KiB, 50 per directory. */
+static int make_tree(const char *dir, int files) {
+  char path[512], data[1024];
+
+  memset(data, 'x', sizeof(data));
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+    return -1;
+  for (int i = 0; i < files; i++) {
+    int fd;
+    snprintf(path, sizeof(path), "%s/d%03d", dir, i / 50);
+    if (i % 50 == 0 && mkdir(path, 0755) < 0 && errno != EEXIST)
+      return -1;
+    snprintf(path, sizeof(path), "%s/d%03d/f%05d.txt", dir, i / 50, i);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, data, sizeof(data)) != (ssize_t)sizeof(data)) {
+      if (fd >= 0)
+        close(fd);
+      return -1;
+    }
+    close(fd);
+  }
+  return 0;
+}
+
+static void bench_workspace(const struct opts *o, wr_http_client_t *c) {
+  char dir[] = "/tmp/wrbench-ws-XXXXXX", what[64];
+  double *v = xcalloc((size_t)o->runs, sizeof(double));
+  double *pv = xcalloc((size_t)o->runs, sizeof(double));
+  char *rm[] = {"rm", "-rf", dir, NULL};
+  int n = 0, pn = 0;
+
+  if (mkdtemp(dir) == NULL || make_tree(dir, o->ws_files) < 0) {
+    fprintf(stderr, "wrbench: cannot make a workspace in /tmp\n");
+    goto out;
+  }
+  {
+    char *bw[] = {"bwrap",     "--unshare-all",
+                  "--ro-bind", (char *)o->image,
+                  "/",         "--bind",
+                  dir,         "/mnt",
+                  "--proc",    "/proc",
+                  "--dev",     "/dev",
+                  "true",      NULL};
+    for (int i = 0; i < o->runs; i++) {
+      char name[32];
+      uint64_t t0;
+      snprintf(name, sizeof(name), "bench-ws-%d", i);
+      destroy(c, name);
+      t0 = wr_mono_ns();
+      if (create_with_workspace(c, name, dir) == 0 && exec_true(c, name) == 0)
+        v[n++] = ms_since(t0);
+      destroy(c, name);
+      t0 = wr_mono_ns();
+      if (run(bw) == 0)
+        pv[pn++] = ms_since(t0);
+    }
+  }
+  snprintf(what, sizeof(what), "  with a workspace (%d files)", o->ws_files);
+  if (n > 0)
+    report(what, v, n, "bwrap --bind", pn ? pv : NULL, pn);
+out:
+  run(rm);
   free(v);
   free(pv);
 }
@@ -824,10 +905,11 @@ int main(int argc, char **argv) {
       {"image", required_argument, NULL, 'i'},
       {"runs", required_argument, NULL, 'r'},
       {"mass", required_argument, NULL, 'm'},
+      {"ws-files", required_argument, NULL, 'w'},
       {NULL, 0, NULL, 0},
   };
   struct opts o = {"/run/warren/warrend.sock",
-                   "/var/lib/warren/images/base/rootfs", 30, 200};
+                   "/var/lib/warren/images/base/rootfs", 30, 200, 5000};
   wr_http_client_t *c;
   int ch;
 
@@ -848,16 +930,20 @@ int main(int argc, char **argv) {
     case 'm':
       o.mass = atoi(optarg);
       break;
+    case 'w':
+      o.ws_files = atoi(optarg);
+      break;
     default:
       return 2;
     }
   }
-  if (o.runs < 1 || o.mass < 1)
+  if (o.runs < 1 || o.mass < 1 || o.ws_files < 0)
     return 2;
   c = connect_daemon(&o);
   printf("warren bench: %d runs, %d sandboxes for the mass test\n", o.runs,
          o.mass);
   bench_create_exec(&o, c);
+  bench_workspace(&o, c);
   bench_exec(&o, c);
   bench_memory(&o, c);
   bench_mass(&o, c);

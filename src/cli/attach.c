@@ -46,7 +46,7 @@ static int process_tty(const struct wr_cli_ctx *ctx, const char *path,
   return 0;
 }
 
-static void stream_opts(bool proc_tty, struct wr_cli_stream_opts *so) {
+void wr_cli_attach_opts(bool proc_tty, struct wr_cli_stream_opts *so) {
   bool term = isatty(STDIN_FILENO);
 
   memset(so, 0, sizeof(*so));
@@ -74,30 +74,30 @@ static int finish(const char *tag, const struct wr_cli_stream_result *res) {
                      tag);
 }
 
-/* The upgrade on .../output; a refusal carries the API's message. */
-static int attach(const struct wr_cli_ctx *ctx, const char *path,
-                  const char *tag, const struct wr_cli_stream_opts *so) {
-  _cleanup_client_ wr_http_client_t *c = NULL;
-  _cleanup_response_ struct wr_http_response resp = {0};
-  _cleanup_(wr_buf_free) wr_buf_t leftover = {0};
-  struct wr_cli_stream_result res _cleanup_(wr_cli_stream_result_free) = {0};
-  _cleanup_free_ char *output = xasprintf("%s/output", path);
-  wr_error_t err = {0};
-  char buf[4096];
-  size_t n;
-  int fd = -1;
+/* "/v1/sandboxes/NAME/processes/TAG<suffix>" (caller frees). */
+static char *process_path(const char *sandbox, const char *tag,
+                          const char *suffix) {
+  _cleanup_free_ char *esc = wr_cli_escape(tag);
+  _cleanup_free_ char *rest = xasprintf("/processes/%s%s", esc, suffix);
 
-  if (wr_cli_connect(ctx, &c, &err) < 0 ||
-      wr_http_request_upgrade(c, "GET", output, "warren-exec", NULL, 0, &resp,
-                              &fd, &err) < 0)
-    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
-  if (resp.status != 101 || fd < 0) {
-    _cleanup_free_ char *msg = wr_http_error_message(&resp);
-    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", msg);
-  }
-  while ((n = wr_http_client_leftover(c, buf, sizeof(buf))) > 0)
-    wr_buf_append(&leftover, buf, n);
-  if (wr_cli_stream_run(fd, leftover.data, leftover.len, so, &res, &err) < 0)
+  return wr_cli_sandbox_path(sandbox, rest);
+}
+
+/* The upgrade on .../output; a refusal carries the API's message. */
+int wr_cli_attach_stream(const struct wr_cli_ctx *ctx, const char *sandbox,
+                         const char *tag, const struct wr_cli_stream_opts *so,
+                         struct wr_cli_stream_result *res, wr_error_t *err) {
+  _cleanup_free_ char *output = process_path(sandbox, tag, "/output");
+
+  return wr_cli_stream_request(ctx, "GET", output, NULL, so, res, err);
+}
+
+static int attach(const struct wr_cli_ctx *ctx, const char *sandbox,
+                  const char *tag, const struct wr_cli_stream_opts *so) {
+  struct wr_cli_stream_result res _cleanup_(wr_cli_stream_result_free) = {0};
+  wr_error_t err = {0};
+
+  if (wr_cli_attach_stream(ctx, sandbox, tag, so, &res, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   return finish(tag, &res);
 }
@@ -107,8 +107,6 @@ static int attach(const struct wr_cli_ctx *ctx, const char *path,
 int wr_cli_cmd_attach(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   struct wr_cli_stream_opts so;
   _cleanup_free_ char *path = NULL;
-  _cleanup_free_ char *suffix = NULL;
-  _cleanup_free_ char *esc = NULL;
   wr_error_t err = {0};
   bool tty = false;
   int c;
@@ -123,11 +121,9 @@ int wr_cli_cmd_attach(const struct wr_cli_ctx *ctx, int argc, char **argv) {
     wr_error_set(&err, 0, "expected a sandbox name and a process tag");
     return wr_cli_usage("attach", &err);
   }
-  esc = wr_cli_escape(argv[optind + 1]);
-  suffix = xasprintf("/processes/%s", esc);
-  path = wr_cli_sandbox_path(argv[optind], suffix);
+  path = process_path(argv[optind], argv[optind + 1], "");
   if (process_tty(ctx, path, &tty, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
-  stream_opts(tty, &so);
-  return attach(ctx, path, argv[optind + 1], &so);
+  wr_cli_attach_opts(tty, &so);
+  return attach(ctx, argv[optind], argv[optind + 1], &so);
 }

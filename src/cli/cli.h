@@ -97,11 +97,15 @@ int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_policy(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_secret(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_ports(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_diff(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 
 struct wr_cli_create_opts {
   const char *name, *image, *workdir;
+  const char *agent; /* AGENT, or NULL */
+  char *path;        /* PATH made absolute (owned), or NULL */
+  bool clone;
   bool has_memory, has_cpus, has_pids, has_disk;
   uint64_t memory; /* bytes */
   uint64_t disk;   /* bytes */
@@ -221,6 +225,18 @@ struct wr_cli_ports_opts {
 int wr_cli_ports_parse(int argc, char **argv, struct wr_cli_ports_opts *o,
                        wr_error_t *err);
 void wr_cli_ports_opts_free(struct wr_cli_ports_opts *o);
+
+struct wr_cli_diff_opts {
+  const char *sandbox;
+  uint64_t limit; /* changes asked for */
+  bool json, help;
+};
+int wr_cli_diff_parse(int argc, char **argv, struct wr_cli_diff_opts *o,
+                      wr_error_t *err);
+/* The text form of a GET .../diff reply: one line per change, git's
+ * object store and logs counted per directory, hooks and git config
+ * pointed out. */
+void wr_cli_diff_print(FILE *out, const json_t *diff);
 
 /* ---- option helpers (args.c) --------------------------------------------- */
 
@@ -346,13 +362,22 @@ bool wr_cli_jbool(const json_t *obj, const char *key);
 /* ---- detach keys (frames.c) ---------------------------------------------- */
 
 /*
- * The detach sequence Ctrl-P Ctrl-Q, recognised in typed input. A Ctrl-P
- * is held back until the next byte shows whether it starts the sequence;
- * the sequence itself is never forwarded.
+ * The detach sequence, Ctrl-P Ctrl-Q unless `keys` says otherwise,
+ * recognised in typed input. Bytes that may start the sequence are held
+ * back until the next bytes show whether they do; the sequence itself is
+ * never forwarded.
  */
+#define WR_CLI_DETACH_MAX 8
 struct wr_cli_detach {
-  bool pending; /* a Ctrl-P was seen and held back */
+  char keys[WR_CLI_DETACH_MAX];
+  size_t nkeys;   /* 0: Ctrl-P Ctrl-Q */
+  size_t matched; /* bytes of the sequence seen and held back */
 };
+/* "ctrl-p,ctrl-q", "ctrl-a,d", "ctrl-]": comma-separated keys, each one
+ * printable character or ctrl-X (X one of a-z @ [ \ ] ^ _), at most
+ * WR_CLI_DETACH_MAX of them. */
+int wr_cli_parse_detach_keys(const char *spec, struct wr_cli_detach *out,
+                             wr_error_t *err);
 /* Append the bytes to forward to out; true when the sequence completed
  * (bytes after it are dropped). */
 bool wr_cli_detach_feed(struct wr_cli_detach *d, const char *in, size_t len,
@@ -381,6 +406,9 @@ struct wr_cli_stream_opts {
   bool tty;           /* raw terminal, RESIZE on SIGWINCH */
   bool detach_keys;   /* Ctrl-P Ctrl-Q detaches */
   bool signal_detach; /* SIGINT/TERM/HUP detach instead of being sent */
+  const struct wr_cli_detach *keys; /* other detach keys, or NULL */
+  bool redraw; /* with tty: make the program redraw even when the size is
+                  unchanged (one row less, then the real size) */
 };
 
 struct wr_cli_stream_result {
@@ -400,8 +428,159 @@ struct wr_cli_stream_result {
 int wr_cli_stream_run(int sock, const char *leftover, size_t nleftover,
                       const struct wr_cli_stream_opts *o,
                       struct wr_cli_stream_result *res, wr_error_t *err);
+/* METHOD PATH (with BODY, or none) upgraded to a warren-exec stream, then
+ * wr_cli_stream_run on it; a refusal is -1 with the API's message. */
+int wr_cli_stream_request(const struct wr_cli_ctx *ctx, const char *method,
+                          const char *path, const char *body,
+                          const struct wr_cli_stream_opts *so,
+                          struct wr_cli_stream_result *res, wr_error_t *err);
 void wr_cli_stream_result_free(struct wr_cli_stream_result *res);
 /* Exit code from an EXIT object: exit_code, 124 when timed out. */
 int wr_cli_exit_code(const json_t *exit);
+
+/* clone.c: clone mode's client side (see `warren create --clone`). */
+int wr_cli_clone_check(const char *path, char **git_dir, wr_error_t *err);
+int wr_cli_clone_setup(const struct wr_cli_ctx *ctx, const char *name,
+                       const char *host_path, const char *git_dir,
+                       wr_error_t *err);
+
+/* ---- attaching to background processes (attach.c), `warren run` -------- */
+
+/* How `attach` and `run` use the terminal: typed input when stdin is a
+ * terminal; raw mode and the detach keys when the process has a tty too;
+ * INT, TERM and HUP always detach (the process outlives the terminal). */
+void wr_cli_attach_opts(bool proc_tty, struct wr_cli_stream_opts *so);
+/* Attach to background process TAG of SANDBOX: its kept output first,
+ * then live output, until it exits or the user detaches (res says which).
+ * -1 with err when the daemon refuses or the connection fails. */
+int wr_cli_attach_stream(const struct wr_cli_ctx *ctx, const char *sandbox,
+                         const char *tag, const struct wr_cli_stream_opts *so,
+                         struct wr_cli_stream_result *res, wr_error_t *err);
+
+int wr_cli_cmd_run(const struct wr_cli_ctx *ctx, int argc, char **argv);
+
+struct wr_cli_run_opts {
+  const char *name;
+  struct wr_cli_detach keys; /* nkeys 0: Ctrl-P Ctrl-Q */
+  bool help;
+  char *const *cmd; /* after `--`, borrowed from argv; NULL: the agent */
+  size_t ncmd;
+};
+int wr_cli_run_parse(int argc, char **argv, struct wr_cli_run_opts *o,
+                     wr_error_t *err);
+
+/* ---- commands in a sandbox, captured (run_in.c) -------------------------- */
+
+/*
+ * One command run in a sandbox through the exec API, for code that must
+ * read its output rather than show it. Everything it prints is the
+ * sandbox's, so untrusted: stdout is bounded and stderr kept or defused.
+ */
+struct wr_cli_run_in {
+  char *const *argv;      /* NULL-terminated */
+  const char *cwd;        /* NULL: the sandbox's working directory */
+  const char *stdin_text; /* NULL: stdin is empty */
+  uint64_t timeout_ms;    /* 0: none */
+  wr_buf_t *out;          /* stdout; NULL discards it */
+  size_t max_out;         /* more stdout than this is an error */
+  wr_buf_t *errout;       /* keeps the last 16 KiB of stderr; NULL writes
+                             it to ours with control characters defused */
+  /* Results. */
+  int exit_code;     /* 128+N when killed by signal N */
+  bool timed_out;    /* killed by timeout_ms */
+  char api_code[32]; /* when the daemon refused to run it: the API's error
+                        code ("not_running", "not_found", ...), else "" */
+};
+/* Run r->argv in sandbox `name` as root and wait for it. 0 once it has
+ * exited, whatever its exit code; -1 when it could not run. */
+int wr_cli_run_in(const struct wr_cli_ctx *ctx, const char *name,
+                  struct wr_cli_run_in *r, wr_error_t *err);
+/* The short form: stdout into out (at most max_out bytes), stderr written
+ * to ours (defused), *exit_code the command's. */
+int wr_cli_exec_capture(const struct wr_cli_ctx *ctx, const char *name,
+                        char *const argv[], const char *cwd, int *exit_code,
+                        wr_buf_t *out, size_t max_out, wr_error_t *err);
+/* Append text from a sandbox to out with the control characters that a
+ * terminal would obey (all but newline and tab) replaced by '?'. */
+void wr_cli_defuse(const char *data, size_t len, wr_buf_t *out);
+/* The last few hundred bytes of a sandbox's stderr kept in errout,
+ * defused and without trailing newlines, for an error message ("" when
+ * none; caller frees). */
+char *wr_cli_said(const wr_buf_t *errout);
+
+/* ---- clone mode: the host side (clone.c) --------------------------------- */
+
+/*
+ * The first line of every script warren runs with git inside a sandbox:
+ * any owner is trusted (the clone's files may belong to another uid
+ * there), and no hook or fsmonitor of the clone runs for warren's own
+ * commands, which the agent could otherwise make fail.
+ */
+#define WR_CLI_GIT_ENV_SH                                                      \
+  "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory "                 \
+  "GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath "                    \
+  "GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor "              \
+  "GIT_CONFIG_VALUE_2=false\n"
+
+/* Whether a full ref name ("refs/heads/x") follows git check-ref-format's
+ * rules, within 1024 bytes. */
+bool wr_cli_git_refname_valid(const char *name);
+/* The git directory of the working tree at path (absolute, resolved),
+ * read without running git; linked worktrees and a .git outside path are
+ * refused. wr_cli_clone_check also wants a branch with a commit. */
+int wr_cli_clone_git_dir(const char *path, char **git_dir, wr_error_t *err);
+
+/* A program run on the host, never through a shell. */
+struct wr_cli_host_cmd {
+  char *const *argv; /* argv[0] is looked up in PATH */
+  char *const *env;  /* NULL: ours */
+  const char *cwd;   /* NULL: ours */
+  int stdin_fd;      /* -1: /dev/null */
+  bool as_user;      /* become uid/gid (and no groups) first */
+  uid_t uid;
+  gid_t gid;
+  wr_buf_t *out;  /* stdout; NULL: /dev/null */
+  size_t max_out; /* more stdout than this is an error */
+};
+/* Run it and wait; *status is its exit code (128+N for signal N). stderr
+ * is ours. */
+int wr_cli_host_run(const struct wr_cli_host_cmd *cmd, int *status,
+                    wr_error_t *err);
+
+/* Remove the host repository's remote `warren-NAME` if its URL is
+ * `warren::NAME`; *removed says whether it did. */
+int wr_cli_clone_remote_remove(const char *host_path, const char *name,
+                               bool *removed, wr_error_t *err);
+
+/* What the CLI needs to know of a clone-mode sandbox. */
+struct wr_cli_clone_info {
+  char *state;     /* "running", "stopped", ... */
+  char *host_path; /* the original repository on the host */
+  char *mount;     /* the clone inside ("/workspace") */
+  char *origin;    /* the original inside ("/origin") */
+};
+void wr_cli_clone_info_free(struct wr_cli_clone_info *i);
+/* GET the sandbox; *clone is false (info empty) unless it is in clone
+ * mode. */
+int wr_cli_clone_info(const struct wr_cli_ctx *ctx, const char *name,
+                      struct wr_cli_clone_info *info, bool *clone,
+                      wr_error_t *err);
+
+/* A branch of a clone with commits that no fetch has taken. */
+struct wr_cli_unfetched {
+  char *branch; /* without refs/heads/ */
+  uint64_t commits;
+};
+void wr_cli_unfetched_free(struct wr_cli_unfetched *u, size_t n);
+/* Parse the check's answer, lines of "COUNT BRANCH". */
+int wr_cli_clone_parse_unfetched(const char *text, size_t len,
+                                 struct wr_cli_unfetched **out, size_t *n,
+                                 wr_error_t *err);
+/* Ask the (running) sandbox which branches of its clone at `mount` have
+ * commits reachable from no ref under refs/remotes/origin/ nor under
+ * refs/warren/fetched/, the marks git-remote-warren leaves. */
+int wr_cli_clone_unfetched(const struct wr_cli_ctx *ctx, const char *name,
+                           const char *mount, struct wr_cli_unfetched **out,
+                           size_t *n, wr_error_t *err);
 
 #endif

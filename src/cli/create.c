@@ -2,12 +2,29 @@
 #include "cli/cli.h"
 
 #include <jansson.h>
+#include <sys/stat.h>
 
 static const char help[] =
-    "Usage: warren create [OPTIONS]\n"
+    "Usage: warren create [OPTIONS] [--clone] [AGENT] [PATH]\n"
     "\n"
     "Create a sandbox from an image and start it (unless --no-start).\n"
     "Prints the sandbox's name.\n"
+    "\n"
+    "With PATH, a directory of this host is the sandbox's workspace, and\n"
+    "processes start in /workspace:\n"
+    "  direct mode (default)  PATH is /workspace, read-write: edits made\n"
+    "                         inside are on the host at once, owned by\n"
+    "                         PATH's owner (`warren diff` lists them)\n"
+    "  clone mode (--clone)   PATH must be a git repository with a commit;\n"
+    "                         the sandbox works on its own clone in\n"
+    "                         /workspace (branches and tags; no hooks, no\n"
+    "                         untracked files), PATH is read-only at\n"
+    "                         /origin, and the repository gets a remote\n"
+    "                         warren-NAME: git fetch warren-NAME BRANCH\n"
+    "AGENT is an agent kit (shell, claude, codex, or your own): what\n"
+    "`warren run --name NAME` starts, its environment and the hosts its\n"
+    "policy allows. Default: shell. With a single argument, an existing\n"
+    "directory (or anything with a '/') is PATH, anything else AGENT.\n"
     "\n"
     "Options:\n"
     "  --name NAME      the sandbox's name: lowercase letters, digits, '.',\n"
@@ -22,10 +39,13 @@ static const char help[] =
     "  --label K=V      a label to find it by (repeatable)\n"
     "  --workdir DIR    working directory of processes (default: /)\n"
     "  --no-start       create it stopped\n"
+    "  --clone          clone mode (see above)\n"
     "  --json           print the sandbox as JSON\n"
     "  -h, --help       show this help\n"
     "\n"
     "Examples:\n"
+    "  warren create --name my-project claude .\n"
+    "  warren create --name review --clone codex ~/src/app\n"
     "  warren create --name web --memory 1g --cpus 1.5 --disk 2g\n"
     "  warren create --name ci --label team=infra --env CI=1 --json\n";
 
@@ -120,13 +140,68 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
     o->json = true;
     return 0;
   case OPT_CLONE:
-    return wr_error_set(err, 0, "--clone is not supported yet");
+    o->clone = true;
+    return 0;
   }
   return parse_value(o, c, arg, err);
 }
 
-/* Options may come in any order; positional arguments are the future
- * AGENT and PATH. */
+/* PATH: made absolute here, so the daemon (another working directory)
+ * gets the directory the user meant. */
+static int set_path(struct wr_cli_create_opts *o, const char *arg,
+                    wr_error_t *err) {
+  struct stat st;
+
+  o->path = realpath(arg, NULL);
+  if (o->path == NULL)
+    return wr_error_set(err, errno, "workspace `%s`", arg);
+  if (stat(o->path, &st) < 0 || !S_ISDIR(st.st_mode))
+    return wr_error_set(err, 0, "workspace `%s` is not a directory", arg);
+  return 0;
+}
+
+static int set_agent(struct wr_cli_create_opts *o, const char *arg,
+                     wr_error_t *err) {
+  if (!wr_name_valid(arg))
+    return wr_error_set(err, 0,
+                        "invalid agent `%s`: a kit's name, like shell, "
+                        "claude or codex",
+                        arg);
+  o->agent = arg;
+  return 0;
+}
+
+/* One argument is PATH when it is a directory or looks like a path. */
+static bool looks_like_path(const char *arg) {
+  struct stat st;
+
+  return strchr(arg, '/') != NULL || strcmp(arg, ".") == 0 ||
+         strcmp(arg, "..") == 0 || (stat(arg, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+static int parse_positional(struct wr_cli_create_opts *o, int argc, char **argv,
+                            wr_error_t *err) {
+  int n = argc - optind;
+
+  if (n > 2)
+    return wr_error_set(err, 0,
+                        "unexpected argument `%s` (expected [AGENT] "
+                        "[PATH])",
+                        argv[optind + 2]);
+  if (n == 2 && (set_agent(o, argv[optind], err) < 0 ||
+                 set_path(o, argv[optind + 1], err) < 0))
+    return -1;
+  if (n == 1 && looks_like_path(argv[optind]) &&
+      set_path(o, argv[optind], err) < 0)
+    return -1;
+  if (n == 1 && o->path == NULL && set_agent(o, argv[optind], err) < 0)
+    return -1;
+  if (o->clone && o->path == NULL)
+    return wr_error_set(err, 0, "--clone needs a PATH: a git repository");
+  return 0;
+}
+
+/* Options may come in any order, before or after AGENT and PATH. */
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err) {
   int c;
@@ -137,18 +212,17 @@ int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
     if (c == '?' || parse_option(o, c, optarg, err) < 0)
       return -1;
   }
-  if (optind < argc && !o->help)
-    return wr_error_set(err, 0,
-                        "unexpected argument `%s` (AGENT and PATH are not "
-                        "supported yet)",
-                        argv[optind]);
-  return 0;
+  if (o->help)
+    return 0;
+  return parse_positional(o, argc, argv, err);
 }
 
 void wr_cli_create_opts_free(struct wr_cli_create_opts *o) {
   wr_strv_free(o->env);
   wr_strv_free(o->labels);
   o->env = o->labels = NULL;
+  free(o->path);
+  o->path = NULL;
 }
 
 /* Only what was given is sent, so the daemon's defaults apply to the rest. */
@@ -175,7 +249,45 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "workdir", json_string(o->workdir));
   if (o->no_start)
     json_object_set_new(body, "start", json_false());
+  if (o->agent != NULL)
+    json_object_set_new(body, "agent", json_string(o->agent));
+  if (o->path != NULL)
+    json_object_set_new(body, "workspace",
+                        json_pack("{s:s,s:s}", "path", o->path, "mode",
+                                  o->clone ? "clone" : "direct"));
   return body;
+}
+
+/* Clone mode: the sandbox clones PATH into /workspace and the host
+ * repository gets its remote; if that fails, the sandbox goes again. */
+static int setup_clone(const struct wr_cli_ctx *ctx, const json_t *sb,
+                       const struct wr_cli_create_opts *o, const char *git_dir,
+                       wr_error_t *err) {
+  const char *name = wr_cli_jstr(sb, "name");
+  _cleanup_free_ char *path = NULL;
+  wr_error_t ignored = {0};
+
+  if (wr_cli_clone_setup(ctx, name, o->path, git_dir, err) == 0)
+    return 0;
+  path = wr_cli_sandbox_path(name, "?force=true");
+  wr_cli_call(ctx, "DELETE", path, NULL, NULL, NULL, &ignored);
+  return -1;
+}
+
+/* Where things are, on stderr (stdout is the name, for scripts). */
+static void say_workspace(const json_t *sb,
+                          const struct wr_cli_create_opts *o) {
+  const char *name = wr_cli_jstr(sb, "name");
+
+  if (o->path == NULL)
+    return;
+  if (o->clone)
+    fprintf(stderr,
+            "%s: a clone of %s in /workspace (the original is read-only at "
+            "/origin)\nfetch its work with: git fetch warren-%s BRANCH\n",
+            name, o->path, name);
+  else
+    fprintf(stderr, "%s: %s is /workspace, read-write\n", name, o->path);
 }
 
 /* Prints just the name so that scripts can write NAME=$(warren create). */
@@ -183,15 +295,26 @@ int wr_cli_cmd_create(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   struct wr_cli_create_opts o _cleanup_(wr_cli_create_opts_free) = {0};
   _cleanup_json_ json_t *body = NULL;
   _cleanup_json_ json_t *sb = NULL;
+  _cleanup_free_ char *git_dir = NULL;
   wr_error_t err = {0};
 
   if (wr_cli_create_parse(argc, argv, &o, &err) < 0)
     return wr_cli_usage("create", &err);
   if (o.help)
     return wr_cli_help(help);
+  if (o.clone && o.no_start)
+    return wr_cli_fail(WR_CLI_EXIT_USAGE,
+                       "--clone cannot be used with --no-start: the clone is "
+                       "made by the running sandbox");
+  if (o.clone && wr_cli_clone_check(o.path, &git_dir, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   body = wr_cli_create_body(&o);
   if (wr_cli_call(ctx, "POST", "/v1/sandboxes", body, &sb, NULL, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (o.clone && setup_clone(ctx, sb, &o, git_dir, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (!o.json)
+    say_workspace(sb, &o);
   if (o.json)
     return wr_cli_print_json(sb) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
   printf("%s\n", wr_cli_jstr(sb, "name"));

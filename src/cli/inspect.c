@@ -6,11 +6,14 @@
 static const char help[] =
     "Usage: warren inspect [--json] NAME\n"
     "\n"
-    "Show a sandbox's details: state, image, times, limits, environment\n"
-    "and labels. NAME may also be the sandbox's id.\n"
+    "Show a sandbox's details: state, image, agent, workspace, times,\n"
+    "limits, environment, labels, published ports and the network policy\n"
+    "in force for it (the preset and the global and sandbox rules).\n"
+    "NAME may also be the sandbox's id.\n"
     "\n"
     "Options:\n"
-    "  --json      print the sandbox object as JSON\n"
+    "  --json      print the sandbox object as JSON, with the policy under\n"
+    "              \"policy\"\n"
     "  -h, --help  show this help\n"
     "\n"
     "Examples:\n"
@@ -84,6 +87,71 @@ static void print_limits(const json_t *limits) {
   size_field("disk:", json_object_get(limits, "disk_bytes"));
 }
 
+/* Where the workspace is, host and sandbox side. */
+static void print_workspace(const json_t *ws) {
+  _cleanup_free_ char *where = NULL, *owner = NULL;
+  const char *mode = wr_cli_jstr(ws, "mode");
+  bool clone = strcmp(mode, "clone") == 0;
+
+  if (!json_is_object(ws)) {
+    line("workspace:", "-");
+    return;
+  }
+  where =
+      xasprintf("%s (%s mode): %s %s", wr_cli_jstr(ws, "path"), mode,
+                clone ? wr_cli_jstr(ws, "origin") : wr_cli_jstr(ws, "mount"),
+                clone ? "read-only, a clone in /workspace" : "read-write");
+  owner = xasprintf("%lld:%lld on the host (root inside)",
+                    (long long)json_integer_value(json_object_get(ws, "uid")),
+                    (long long)json_integer_value(json_object_get(ws, "gid")));
+  line("workspace:", where);
+  line("owner:", owner);
+}
+
+static void print_ports(const json_t *ports) {
+  size_t i;
+  json_t *p;
+
+  json_array_foreach (ports, i, p) {
+    _cleanup_free_ char *text = xasprintf(
+        "%s:%lld -> %lld", wr_cli_jstr(p, "addr"),
+        (long long)json_integer_value(json_object_get(p, "host_port")),
+        (long long)json_integer_value(json_object_get(p, "port")));
+    line(i == 0 ? "ports:" : "", text);
+  }
+  if (json_array_size(ports) == 0)
+    line("ports:", "-");
+}
+
+/* The preset, then each stored rule that applies (global or this
+ * sandbox's); the preset's own rules are counted, not listed. */
+static void print_policy(const json_t *policy, const char *name) {
+  _cleanup_free_ char *head = NULL;
+  size_t i;
+  json_t *r;
+
+  if (policy == NULL)
+    return;
+  head =
+      xasprintf("%s preset, %zu rules of its own (warren policy ls %s "
+                "--wide)",
+                wr_cli_jstr(policy, "preset"),
+                json_array_size(json_object_get(policy, "preset_rules")), name);
+  line("policy:", head);
+  json_array_foreach (json_object_get(policy, "rules"), i, r) {
+    json_t *port = json_object_get(r, "port");
+    _cleanup_free_ char *host =
+        json_is_integer(port) ? xasprintf("%s:%lld", wr_cli_jstr(r, "host"),
+                                          (long long)json_integer_value(port))
+                              : xstrdup(wr_cli_jstr(r, "host"));
+    _cleanup_free_ char *text = xasprintf(
+        "%-5s %s (%s rule %lld)", wr_cli_jstr(r, "action"), host,
+        json_is_string(json_object_get(r, "sandbox")) ? "sandbox" : "global",
+        (long long)json_integer_value(json_object_get(r, "id")));
+    line("", text);
+  }
+}
+
 /* The order is the one a person looks for: who, what state, what from,
  * when, then limits and settings. */
 static void print_sandbox(const json_t *sb) {
@@ -95,6 +163,8 @@ static void print_sandbox(const json_t *sb) {
   if (json_is_string(error))
     line("error:", json_string_value(error));
   line("image:", wr_cli_jstr(sb, "image"));
+  field("agent:", json_object_get(sb, "agent"));
+  print_workspace(json_object_get(sb, "workspace"));
   line("hostname:", wr_cli_jstr(sb, "hostname"));
   line("workdir:", wr_cli_jstr(sb, "workdir"));
   time_field("created:", sb, "created_at");
@@ -104,6 +174,21 @@ static void print_sandbox(const json_t *sb) {
   print_limits(json_object_get(sb, "limits"));
   map_field("env:", json_object_get(sb, "env"));
   map_field("labels:", json_object_get(sb, "labels"));
+  print_ports(json_object_get(sb, "ports"));
+  print_policy(json_object_get(sb, "policy"), wr_cli_jstr(sb, "name"));
+}
+
+/* The policy in force for the sandbox, added to its object. */
+static int add_policy(const struct wr_cli_ctx *ctx, json_t *sb,
+                      wr_error_t *err) {
+  _cleanup_free_ char *esc = wr_cli_escape(wr_cli_jstr(sb, "id"));
+  _cleanup_free_ char *path = xasprintf("/v1/policy?sandbox=%s", esc);
+  json_t *policy = NULL;
+
+  if (wr_cli_call(ctx, "GET", path, NULL, &policy, NULL, err) < 0)
+    return -1;
+  json_object_set_new(sb, "policy", policy);
+  return 0;
 }
 
 /* `warren inspect`. */
@@ -127,7 +212,8 @@ int wr_cli_cmd_inspect(const struct wr_cli_ctx *ctx, int argc, char **argv) {
     return wr_cli_usage("inspect", &err);
   }
   path = wr_cli_sandbox_path(argv[optind], NULL);
-  if (wr_cli_call(ctx, "GET", path, NULL, &sb, NULL, &err) < 0)
+  if (wr_cli_call(ctx, "GET", path, NULL, &sb, NULL, &err) < 0 ||
+      add_policy(ctx, sb, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   if (json)
     return wr_cli_print_json(sb) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;

@@ -6,7 +6,10 @@
 static const char help[] =
     "Usage: warren ls [OPTIONS]\n"
     "\n"
-    "List sandboxes: NAME ID STATE IMAGE MEMORY CPUS DISK CREATED.\n"
+    "List sandboxes: NAME STATE AGENT MODE WORKSPACE PORTS IMAGE CREATED.\n"
+    "MODE is direct or clone for a sandbox with a workspace (WORKSPACE is\n"
+    "its host directory); PORTS are the published ports, HOST->PORT.\n"
+    "`warren inspect NAME` shows limits and everything else.\n"
     "\n"
     "Options:\n"
     "  --label K=V    only sandboxes with this label (repeatable: all must\n"
@@ -123,25 +126,48 @@ static bool matches(const struct wr_cli_ls_opts *o, const json_t *sb) {
   return true;
 }
 
-/* One sandbox as a row: limits in human units, the age in words. */
-static void add_row(struct wr_cli_table *t, const json_t *sb) {
-  json_t *limits = json_object_get(sb, "limits");
-  json_t *memory = json_object_get(limits, "memory_bytes");
-  json_t *cpus = json_object_get(limits, "cpus");
-  json_t *disk = json_object_get(limits, "disk_bytes");
-  char mem[32] = "-", cpu[32] = "-", dsk[32] = "-", created[64];
+/* "8080->8000,127.0.0.2:9000->9000", or "-" (caller frees). */
+static char *ports_text(const json_t *sb) {
+  json_t *ports = json_object_get(sb, "ports"), *p;
+  wr_buf_t b;
+  size_t i;
 
-  if (json_is_integer(memory))
-    wr_format_size((uint64_t)json_integer_value(memory), mem, sizeof(mem));
-  if (json_is_integer(disk))
-    wr_format_size((uint64_t)json_integer_value(disk), dsk, sizeof(dsk));
-  if (json_is_number(cpus))
-    snprintf(cpu, sizeof(cpu), "%g", json_number_value(cpus));
+  wr_buf_init(&b);
+  json_array_foreach (ports, i, p) {
+    const char *addr = wr_cli_jstr(p, "addr");
+    if (i > 0)
+      wr_buf_puts(&b, ",");
+    if (strcmp(addr, "127.0.0.1") != 0)
+      wr_buf_printf(&b, "%s:", addr);
+    wr_buf_printf(
+        &b, "%lld->%lld",
+        (long long)json_integer_value(json_object_get(p, "host_port")),
+        (long long)json_integer_value(json_object_get(p, "port")));
+  }
+  if (b.len == 0)
+    wr_buf_puts(&b, "-");
+  return wr_buf_steal(&b, NULL);
+}
+
+/* A string field, or "-" when it is null or missing. */
+static const char *or_dash(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+
+  return s != NULL && *s != '\0' ? s : "-";
+}
+
+/* One sandbox as a row, the age in words. */
+static void add_row(struct wr_cli_table *t, const json_t *sb) {
+  json_t *ws = json_object_get(sb, "workspace");
+  _cleanup_free_ char *ports = ports_text(sb);
+  char created[64];
+
   wr_cli_field_ago(sb, "created_at", created, sizeof(created));
-  wr_cli_table_add(t, (const char *const[]){
-                          wr_cli_jstr(sb, "name"), wr_cli_jstr(sb, "id"),
-                          wr_cli_jstr(sb, "state"), wr_cli_jstr(sb, "image"),
-                          mem, cpu, dsk, created});
+  wr_cli_table_add(
+      t, (const char *const[]){wr_cli_jstr(sb, "name"),
+                               wr_cli_jstr(sb, "state"), or_dash(sb, "agent"),
+                               or_dash(ws, "mode"), or_dash(ws, "path"), ports,
+                               wr_cli_jstr(sb, "image"), created});
 }
 
 /* A table, or one name per line for scripts (-q). */
@@ -151,9 +177,9 @@ static int print_sandboxes(const struct wr_cli_ls_opts *o, json_t *list) {
   json_t *sb;
 
   wr_cli_table_init(&t, 8);
-  wr_cli_table_add(&t,
-                   (const char *const[]){"NAME", "ID", "STATE", "IMAGE",
-                                         "MEMORY", "CPUS", "DISK", "CREATED"});
+  wr_cli_table_add(&t, (const char *const[]){"NAME", "STATE", "AGENT", "MODE",
+                                             "WORKSPACE", "PORTS", "IMAGE",
+                                             "CREATED"});
   json_array_foreach (list, i, sb) {
     if (o->quiet)
       printf("%s\n", wr_cli_jstr(sb, "name"));

@@ -156,13 +156,19 @@ static void read_stdin(struct stream *s) {
     wr_frame_encode(&s->queue, WR_FRAME_STDIN, keep.data, keep.len);
 }
 
-static void send_resize(struct stream *s) {
+/* rows_less: first one row less, so that the size changes and the
+ * program gets SIGWINCH (and redraws) even when it had our size. */
+static void send_resize(struct stream *s, bool rows_less) {
   unsigned rows, cols;
 
   wr_cli_tty_size(&rows, &cols);
-  if (rows > 0 && cols > 0)
-    wr_frame_encode_resize(&s->queue, (uint16_t)WR_MIN(rows, 65535u),
-                           (uint16_t)WR_MIN(cols, 65535u));
+  rows = WR_MIN(rows, 65535u);
+  cols = WR_MIN(cols, 65535u);
+  if (rows == 0 || cols == 0)
+    return;
+  if (rows_less && rows > 1)
+    wr_frame_encode_resize(&s->queue, (uint16_t)(rows - 1), (uint16_t)cols);
+  wr_frame_encode_resize(&s->queue, (uint16_t)rows, (uint16_t)cols);
 }
 
 /*
@@ -175,7 +181,7 @@ static void handle_signal(struct stream *s, int sig) {
 
   if (sig == SIGWINCH) {
     if (s->o->tty)
-      send_resize(s);
+      send_resize(s, false);
     return;
   }
   if (s->o->signal_detach) {
@@ -244,7 +250,8 @@ static int run_blocked(struct stream *s, const char *leftover, size_t nleftover,
   if (s->o->tty) {
     if (wr_cli_tty_raw(&tty, STDIN_FILENO, err) < 0)
       return -1;
-    send_resize(s); /* the process's terminal may have another size */
+    /* the process's terminal may have another size */
+    send_resize(s, s->o->redraw);
   }
   wr_frame_feed(&s->dec, leftover, nleftover);
   r = drain_frames(s, err);
@@ -267,6 +274,8 @@ int wr_cli_stream_run(int sock, const char *leftover, size_t nleftover,
   if (wr_set_nonblock(sock, true) < 0)
     return wr_error_set(err, errno, "set the connection non-blocking");
   s.in_fd = o->forward_stdin ? STDIN_FILENO : -1;
+  if (o->keys != NULL)
+    s.detach = *o->keys;
   wr_frame_decoder_init(&s.dec, WR_FRAME_MAX_PAYLOAD);
   if (!o->forward_stdin && o->send_eof)
     wr_frame_encode(&s.queue, WR_FRAME_STDIN_EOF, NULL, 0);
@@ -299,4 +308,28 @@ int wr_cli_exit_code(const json_t *exit) {
   if (code < 0 || code > 255)
     return WR_CLI_EXIT_ERROR;
   return (int)code;
+}
+
+int wr_cli_stream_request(const struct wr_cli_ctx *ctx, const char *method,
+                          const char *path, const char *body,
+                          const struct wr_cli_stream_opts *so,
+                          struct wr_cli_stream_result *res, wr_error_t *err) {
+  _cleanup_client_ wr_http_client_t *c = NULL;
+  _cleanup_response_ struct wr_http_response resp = {0};
+  _cleanup_(wr_buf_free) wr_buf_t leftover = {0};
+  char buf[4096];
+  size_t n;
+  int fd = -1;
+
+  if (wr_cli_connect(ctx, &c, err) < 0 ||
+      wr_http_request_upgrade(c, method, path, "warren-exec", body,
+                              body ? strlen(body) : 0, &resp, &fd, err) < 0)
+    return -1;
+  if (resp.status != 101 || fd < 0) {
+    _cleanup_free_ char *msg = wr_http_error_message(&resp);
+    return wr_error_setx(err, 0, "%s", msg);
+  }
+  while ((n = wr_http_client_leftover(c, buf, sizeof(buf))) > 0)
+    wr_buf_append(&leftover, buf, n);
+  return wr_cli_stream_run(fd, leftover.data, leftover.len, so, res, err);
 }

@@ -42,6 +42,7 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_get, 0},
     {"PUT", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_put,
      WR_ROUTE_STREAM_BODY},
+    {"GET", "/v1/sandboxes/{id}/diff", wr_api_sandbox_diff, 0},
     {"GET", "/v1/sandboxes/{id}/ports", wr_api_ports_list, 0},
     {"POST", "/v1/sandboxes/{id}/ports", wr_api_ports_publish, 0},
     {"DELETE", "/v1/sandboxes/{id}/ports/{host_port}", wr_api_ports_unpublish,
@@ -55,6 +56,8 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/secrets", wr_api_secret_list, 0},
     {"PUT", "/v1/secrets/{service}", wr_api_secret_put, 0},
     {"DELETE", "/v1/secrets/{service}", wr_api_secret_delete, 0},
+    {"GET", "/v1/kits", wr_api_kit_list, 0},
+    {"GET", "/v1/kits/{name}", wr_api_kit_get, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {
@@ -257,10 +260,17 @@ static int load_api_key(struct wr_daemon *d, wr_error_t *err) {
 int wr_daemon_listen(struct wr_daemon *d, wr_error_t *err) {
   _cleanup_free_ char *copy = xstrdup(d->cfg.socket_path);
 
+  bool group = d->cfg.socket_gid != (gid_t)-1;
+
   if (wr_mkdir_p(dirname(copy), 0755, err) < 0 ||
-      wr_http_listen_unix(d->http, d->cfg.socket_path, 0600, err) < 0)
+      wr_http_listen_unix(d->http, d->cfg.socket_path, group ? 0660 : 0600,
+                          err) < 0)
     return -1;
-  wr_info("listening on unix:%s", d->cfg.socket_path);
+  if (group && chown(d->cfg.socket_path, 0, d->cfg.socket_gid) < 0)
+    return wr_error_set(err, errno, "give `%s` to group %u", d->cfg.socket_path,
+                        (unsigned)d->cfg.socket_gid);
+  wr_info("listening on unix:%s%s", d->cfg.socket_path,
+          group ? " (root and its group)" : "");
   if (d->cfg.listen_addr == NULL)
     return 0;
   if (load_api_key(d, err) < 0 ||

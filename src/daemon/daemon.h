@@ -22,6 +22,7 @@
 struct wr_daemon_config {
   const char *root;        /* state root; default /var/lib/warren */
   const char *socket_path; /* default /run/warren/warrend.sock */
+  gid_t socket_gid;        /* also this group's (0660), unless (gid_t)-1 */
   const char *listen_addr; /* optional TCP "HOST:PORT" */
   const char *init_path;   /* warren-init; default next to warrend */
   const char *cgroup_parent;

@@ -6,6 +6,7 @@
  * touches it (worker jobs get copies of what they need).
  */
 #include <getopt.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -25,6 +26,10 @@ static const char usage[] =
     "Options:\n"
     "  --root DIR         state root (default /var/lib/warren)\n"
     "  --socket PATH      unix socket (default /run/warren/warrend.sock)\n"
+    "  --socket-group G   also let group G use the socket (mode 0660): its\n"
+    "                     members can run warren and git fetch warren-N\n"
+    "                     without sudo, and are as powerful as root (a\n"
+    "                     workspace can be any host directory)\n"
     "  --listen ADDR      also listen on TCP HOST:PORT; clients need the key\n"
     "                     in ROOT/api.key (made on first use)\n"
     "  --init PATH        warren-init binary (default: next to warrend)\n"
@@ -118,11 +123,24 @@ static unsigned parse_pool(const char *s) {
   return (unsigned)n;
 }
 
+/* A group name or number. */
+static gid_t parse_group(const char *s) {
+  struct group *g = getgrnam(s);
+  uint64_t n;
+
+  if (g != NULL)
+    return g->gr_gid;
+  if (wr_parse_u64(s, 0, UINT32_MAX - 1, &n, NULL) < 0)
+    die_usage("no such group", s);
+  return (gid_t)n;
+}
+
 static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
                        enum wr_log_level *level, bool *json) {
   static const struct option opts[] = {
       {"root", required_argument, NULL, 'r'},
       {"socket", required_argument, NULL, 's'},
+      {"socket-group", required_argument, NULL, 'g'},
       {"listen", required_argument, NULL, 'l'},
       {"init", required_argument, NULL, 'i'},
       {"cgroup", required_argument, NULL, 'c'},
@@ -146,6 +164,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 's':
       cfg->socket_path = optarg;
+      break;
+    case 'g':
+      cfg->socket_gid = parse_group(optarg);
       break;
     case 'l':
       cfg->listen_addr = optarg;
@@ -211,6 +232,7 @@ int main(int argc, char **argv) {
   struct wr_daemon_config cfg = {
       .root = "/var/lib/warren",
       .socket_path = "/run/warren/warrend.sock",
+      .socket_gid = (gid_t)-1,
       .cgroup_parent = "warren",
       .default_image = "base",
       .netns_pool = 4,

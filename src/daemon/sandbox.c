@@ -11,9 +11,11 @@
  * sandbox is stopped when warren-init's pidfd says it has exited.
  */
 #include "daemon/daemon_internal.h"
+#include "daemon/network_internal.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -59,6 +61,9 @@ static void spec_free(struct wr_sandbox_spec *s) {
   wr_strv_free(s->env);
   json_decref(s->labels);
   free(s->workdir);
+  free(s->agent);
+  free(s->ws_mode);
+  free(s->ws_path);
 }
 
 static void sandbox_free(struct wr_sandbox *sb) {
@@ -121,6 +126,10 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
       .pids = sb->spec.pids,
       .disk_bytes = sb->spec.disk_bytes,
       .ca_pem = wr_network_ca_pem(sb->d),
+      .ws_path = sb->spec.ws_path,
+      .ws_clone = sb->spec.ws_mode && strcmp(sb->spec.ws_mode, "clone") == 0,
+      .ws_uid = sb->spec.ws_uid,
+      .ws_gid = sb->spec.ws_gid,
   };
 }
 
@@ -174,6 +183,18 @@ static json_t *limits_json(const struct wr_sandbox_spec *s) {
                    "disk_bytes", size_or_null(s->disk_bytes));
 }
 
+static json_t *workspace_json(const struct wr_sandbox_spec *s) {
+  bool clone;
+
+  if (s->ws_path == NULL)
+    return json_null();
+  clone = strcmp(s->ws_mode, "clone") == 0;
+  return json_pack("{s:s,s:s,s:s,s:o,s:I,s:I}", "mode", s->ws_mode, "path",
+                   s->ws_path, "mount", WR_WORKSPACE, "origin",
+                   clone ? json_string(WR_ORIGIN) : json_null(), "uid",
+                   (json_int_t)s->ws_uid, "gid", (json_int_t)s->ws_gid);
+}
+
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   bool live = sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED;
   json_t *j = json_pack(
@@ -190,6 +211,9 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
       live ? json_integer((json_int_t)wr_rt_memory_usage(sb->d->rt, sb->id))
            : json_null());
 
+  json_object_set_new(
+      j, "agent", sb->spec.agent ? json_string(sb->spec.agent) : json_null());
+  json_object_set_new(j, "workspace", workspace_json(&sb->spec));
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -202,15 +226,47 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
       "disk_bytes", (json_int_t)s->disk_bytes, "env", env_json(s->env),
       "labels", s->labels, "workdir", s->workdir);
 
+  if (s->agent != NULL)
+    json_object_set_new(j, "agent", json_string(s->agent));
+  if (s->ws_path != NULL)
+    json_object_set_new(
+        j, "workspace",
+        json_pack("{s:s,s:s,s:I,s:I}", "mode", s->ws_mode, "path", s->ws_path,
+                  "uid", (json_int_t)s->ws_uid, "gid", (json_int_t)s->ws_gid));
   return wr_json_dumps(j);
+}
+
+/* The stored workspace: written by us, still checked like input. */
+static int workspace_from_json(json_t *ws, struct wr_sandbox_spec *s,
+                               wr_error_t *err) {
+  const char *mode = NULL, *path = NULL;
+  int64_t uid = -1, gid = -1;
+  struct wr_json_field f[] = {
+      {"mode", WR_JSON_STRING, &mode, true, NULL},
+      {"path", WR_JSON_STRING, &path, true, NULL},
+      {"uid", WR_JSON_INT, &uid, true, NULL},
+      {"gid", WR_JSON_INT, &gid, true, NULL},
+  };
+
+  if (wr_json_unpack(ws, f, WR_ARRAY_SIZE(f), err) < 0)
+    return -1;
+  if ((strcmp(mode, "direct") != 0 && strcmp(mode, "clone") != 0) ||
+      path[0] != '/' || uid < 0 || uid > UINT32_MAX - 1 || gid < 0 ||
+      gid > UINT32_MAX - 1)
+    return wr_error_setx(err, EINVAL, "bad workspace in the stored spec");
+  s->ws_mode = xstrdup(mode);
+  s->ws_path = xstrdup(path);
+  s->ws_uid = (uint32_t)uid;
+  s->ws_gid = (uint32_t)gid;
+  return 0;
 }
 
 static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
                           wr_error_t *err) {
   _cleanup_json_ json_t *j = NULL;
   int64_t mem = 0, pids = 0, disk = 0;
-  json_t *env = NULL, *labels = NULL;
-  const char *workdir = "/";
+  json_t *env = NULL, *labels = NULL, *ws = NULL;
+  const char *workdir = "/", *agent = NULL;
   struct wr_json_field f[] = {
       {"memory_bytes", WR_JSON_INT, &mem, false, NULL},
       {"cpus", WR_JSON_NUMBER, &s->cpus, false, NULL},
@@ -219,6 +275,8 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
       {"env", WR_JSON_OBJECT, &env, false, NULL},
       {"labels", WR_JSON_OBJECT, &labels, false, NULL},
       {"workdir", WR_JSON_STRING, &workdir, false, NULL},
+      {"agent", WR_JSON_STRING, &agent, false, NULL},
+      {"workspace", WR_JSON_OBJECT, &ws, false, NULL},
   };
 
   if (wr_json_parse_object(text, strlen(text), true, &j, err) < 0 ||
@@ -235,6 +293,9 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
     s->env = xcalloc(1, sizeof(char *));
   s->labels = labels ? json_incref(labels) : json_object();
   s->workdir = xstrdup(workdir);
+  s->agent = agent ? xstrdup(agent) : NULL;
+  if (ws != NULL && workspace_from_json(ws, s, err) < 0)
+    return -1;
   return 0;
 }
 
@@ -406,13 +467,103 @@ static void create_done(struct wr_job *job) {
 }
 
 struct create_req {
-  const char *name, *image, *workdir;
+  const char *name, *image, *workdir, *agent;
   uint64_t memory, disk;
   double cpus;
   int64_t pids;
-  json_t *env, *labels;
+  json_t *env, *labels, *workspace;
   bool start;
+  /* Checked and resolved by check_workspace. */
+  char *ws_path;
+  const char *ws_mode;
+  uint32_t ws_uid, ws_gid;
+  struct wr_kit kit;
+  bool has_kit;
 };
+
+static void create_req_clear(struct create_req *c) {
+  free(c->ws_path);
+  if (c->has_kit)
+    wr_kit_free(&c->kit);
+}
+
+/* Whether `path` is `dir` or below it. */
+static bool path_within(const char *path, const char *dir) {
+  size_t n = strlen(dir);
+
+  while (n > 1 && dir[n - 1] == '/')
+    n--;
+  return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A workspace is a directory of the host, named by its absolute path and
+ * recorded canonical (symlinks resolved) with its owner. The host's own
+ * machinery is refused: the root, the state root (every sandbox's files),
+ * /proc, /sys, /dev and /run. */
+static int check_workspace(struct wr_daemon *d, struct create_req *c,
+                           wr_error_t *err) {
+  static const char *const refused[] = {"/proc", "/sys", "/dev", "/run",
+                                        "/boot"};
+  const char *path = NULL, *mode = "direct";
+  struct wr_json_field f[] = {
+      {"path", WR_JSON_STRING, &path, true, NULL},
+      {"mode", WR_JSON_STRING, &mode, false, NULL},
+  };
+  _cleanup_free_ char *real = NULL, *state = NULL;
+  struct stat st;
+
+  if (c->workspace == NULL)
+    return 0;
+  if (wr_json_unpack(c->workspace, f, WR_ARRAY_SIZE(f), err) < 0)
+    return wr_error_wrap(err, "workspace");
+  if (strcmp(mode, "direct") != 0 && strcmp(mode, "clone") != 0)
+    return wr_error_setx(
+        err, EINVAL, "workspace mode must be direct or clone, not `%s`", mode);
+  if (path[0] != '/')
+    return wr_error_setx(err, EINVAL,
+                         "workspace path must be absolute, not `%s`", path);
+  real = realpath(path, NULL);
+  if (real == NULL || stat(real, &st) < 0)
+    return wr_error_setx(err, EINVAL, "workspace `%s`: %s", path,
+                         strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return wr_error_setx(err, EINVAL, "workspace `%s` is not a directory",
+                         path);
+  state = realpath(d->cfg.root, NULL);
+  if (strcmp(real, "/") == 0 ||
+      (state != NULL && (path_within(real, state) || path_within(state, real))))
+    return wr_error_setx(err, EINVAL,
+                         "workspace `%s` would expose the host or warren's "
+                         "state: choose a project directory",
+                         path);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(refused); i++)
+    if (path_within(real, refused[i]))
+      return wr_error_setx(err, EINVAL,
+                           "workspace `%s` is in %s: choose a project "
+                           "directory",
+                           path, refused[i]);
+  c->ws_path = steal_ptr(&real);
+  c->ws_mode = mode;
+  c->ws_uid = st.st_uid;
+  c->ws_gid = st.st_gid;
+  return 0;
+}
+
+/* The agent's kit must exist; with a workspace and no agent it is the
+ * shell's. */
+static int check_agent(struct wr_daemon *d, struct create_req *c,
+                       wr_error_t *err) {
+  if (c->agent == NULL && c->workspace != NULL)
+    c->agent = "shell";
+  if (c->agent == NULL)
+    return 0;
+  if (wr_kit_load(d, c->agent, &c->kit, err) < 0) {
+    err->code = EINVAL; /* a bad request, not a missing image */
+    return -1;
+  }
+  c->has_kit = true;
+  return 0;
+}
 
 static int check_labels(const json_t *labels, wr_error_t *err) {
   const char *k;
@@ -466,7 +617,7 @@ static int check_limits(struct wr_daemon *d, const struct create_req *c,
   return check_disk(d, c, err);
 }
 
-static int check_create(struct wr_daemon *d, const struct create_req *c,
+static int check_create(struct wr_daemon *d, struct create_req *c,
                         wr_error_t *err) {
   if (c->name != NULL && !wr_name_valid(c->name))
     return wr_error_setx(err, EINVAL,
@@ -476,15 +627,46 @@ static int check_create(struct wr_daemon *d, const struct create_req *c,
   if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL)
     return wr_error_setx(err, EEXIST, "a sandbox named `%s` already exists",
                          c->name);
-  if (c->workdir[0] != '/' || wr_path_check(c->workdir, err) < 0)
+  if (c->workdir != NULL &&
+      (c->workdir[0] != '/' || wr_path_check(c->workdir, err) < 0))
     return wr_error_setx(err, EINVAL, "workdir must be an absolute path");
   if (c->labels != NULL && check_labels(c->labels, err) < 0)
     return -1;
-  return check_limits(d, c, err);
+  if (check_limits(d, c, err) < 0 || check_workspace(d, c, err) < 0)
+    return -1;
+  return check_agent(d, c, err);
 }
 
-static struct wr_sandbox *
-sandbox_new(struct wr_daemon *d, const struct create_req *c, wr_error_t *err) {
+/* The kit's environment comes first; the request's overrides it. */
+static int merge_env(const struct create_req *c, char ***env, wr_error_t *err) {
+  char **mine = NULL;
+
+  *env = xcalloc(1, sizeof(char *));
+  if (c->has_kit)
+    for (size_t i = 0; c->kit.env[i] != NULL; i++)
+      *env = wr_strv_push(*env, c->kit.env[i]);
+  if (c->env == NULL)
+    return 0;
+  if (wr_json_env(c->env, "env", &mine, err) < 0)
+    return -1;
+  for (size_t i = 0; mine[i] != NULL; i++) {
+    size_t klen = (size_t)(strchr(mine[i], '=') - mine[i]), k;
+    for (k = 0; (*env)[k] != NULL; k++)
+      if (strncmp((*env)[k], mine[i], klen + 1) == 0)
+        break;
+    if ((*env)[k] != NULL) {
+      free((*env)[k]);
+      (*env)[k] = xstrdup(mine[i]);
+    } else {
+      *env = wr_strv_push(*env, mine[i]);
+    }
+  }
+  wr_strv_free(mine);
+  return 0;
+}
+
+static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
+                                      wr_error_t *err) {
   struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
 
   sb->d = d;
@@ -500,16 +682,21 @@ sandbox_new(struct wr_daemon *d, const struct create_req *c, wr_error_t *err) {
   sb->spec.cpus = c->cpus;
   sb->spec.pids = (uint64_t)c->pids;
   sb->spec.disk_bytes = c->disk;
-  sb->spec.workdir = xstrdup(c->workdir);
+  sb->spec.workdir = xstrdup(c->workdir   ? c->workdir
+                             : c->ws_path ? WR_WORKSPACE
+                                          : "/");
   sb->spec.labels = c->labels ? json_deep_copy(c->labels) : json_object();
+  sb->spec.agent = c->agent ? xstrdup(c->agent) : NULL;
+  sb->spec.ws_mode = c->ws_path ? xstrdup(c->ws_mode) : NULL;
+  sb->spec.ws_path = steal_ptr(&c->ws_path);
+  sb->spec.ws_uid = c->ws_uid;
+  sb->spec.ws_gid = c->ws_gid;
   sb->state = WR_SB_CREATING;
   sb->created_ms = sb->updated_ms = wr_now_ms();
-  if (c->env != NULL && wr_json_env(c->env, "env", &sb->spec.env, err) < 0) {
+  if (merge_env(c, &sb->spec.env, err) < 0) {
     sandbox_free(sb);
     return NULL;
   }
-  if (sb->spec.env == NULL)
-    sb->spec.env = xcalloc(1, sizeof(char *));
   sb->image_dir = wr_image_rootfs(d, c->image, err);
   if (sb->image_dir == NULL) {
     sandbox_free(sb);
@@ -545,6 +732,30 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
   return 0;
 }
 
+/* The hosts an agent's kit must reach, as the sandbox's own allow rules
+ * (visible and removable with `warren policy`). */
+static int kit_rules(struct wr_daemon *d, struct wr_sandbox *sb,
+                     const struct wr_kit *kit, wr_error_t *err) {
+  for (size_t i = 0; kit->allow[i] != NULL; i++) {
+    struct wr_rule r = {0};
+    struct wr_rule_rec in, rec = {0};
+    int rc;
+
+    if (wr_rule_parse(kit->allow[i], true, &r, err) < 0)
+      return wr_error_wrap(err, "kit `%s`", kit->name);
+    in = (struct wr_rule_rec){.sandbox_id = sb->id,
+                              .allow = true,
+                              .pattern = r.pattern,
+                              .port = r.port};
+    rc = wr_store_rule_add(d->store, &in, &rec, NULL, err);
+    wr_rule_rec_free(&rec);
+    wr_rule_clear(&r);
+    if (rc < 0)
+      return -1;
+  }
+  return kit->allow[0] != NULL ? wr_network_rebuild_policy(d->network, err) : 0;
+}
+
 /* Create's errors have codes of their own: a name that is taken, an image
  * that does not exist. */
 static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
@@ -558,10 +769,10 @@ static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
 
 void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
-  struct create_req c = {.image = d->cfg.default_image,
-                         .workdir = "/",
-                         .disk = d->cfg.default_disk,
-                         .start = true};
+  struct create_req c _cleanup_(create_req_clear) = {
+      .image = d->cfg.default_image,
+      .disk = d->cfg.default_disk,
+      .start = true};
   struct wr_json_field f[] = {
       {"name", WR_JSON_STRING, &c.name, false, NULL},
       {"image", WR_JSON_STRING, &c.image, false, NULL},
@@ -573,6 +784,8 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"labels", WR_JSON_OBJECT, &c.labels, false, NULL},
       {"workdir", WR_JSON_STRING, &c.workdir, false, NULL},
       {"start", WR_JSON_BOOL, &c.start, false, NULL},
+      {"agent", WR_JSON_STRING, &c.agent, false, NULL},
+      {"workspace", WR_JSON_OBJECT, &c.workspace, false, NULL},
   };
   _cleanup_json_ json_t *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
   struct wr_sandbox *sb;
@@ -589,6 +802,12 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   if (sandbox_insert(d, sb, &err) < 0) {
     sandbox_free(sb);
     reply_create_err(req, &err);
+    return;
+  }
+  if (c.has_kit && kit_rules(d, sb, &c.kit, &err) < 0) {
+    reply_create_err(req, &err);
+    wr_store_sandbox_delete(d->store, sb->id, NULL);
+    table_remove(sb);
     return;
   }
   j = sb_job_new(sb, req, "creating", create_work, create_done);

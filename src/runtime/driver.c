@@ -292,6 +292,21 @@ static int seed_trust(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
   return 0;
 }
 
+/* A direct-mode workspace's state before the sandbox's first process, for
+ * `warren diff` (see manifest.c). */
+static int save_baseline(const struct wr_runtime *rt,
+                         const struct wr_rt_spec *spec, wr_error_t *err) {
+  _cleanup_free_ char *dir = NULL, *file = NULL;
+
+  if (spec->ws_path == NULL || spec->ws_clone)
+    return 0;
+  dir = wr_rt_sandbox_dir(rt, spec->id);
+  file = xasprintf("%s/" WR_WS_MANIFEST, dir);
+  if (wr_manifest_save(spec->ws_path, file, err) < 0)
+    return wr_error_wrap(err, "record the workspace `%s`", spec->ws_path);
+  return 0;
+}
+
 /* Mount the root with an id-mapped image and write the files that name the
  * sandbox. */
 static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
@@ -302,7 +317,7 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
-      seed_trust(rootfd, spec, err) < 0)
+      seed_trust(rootfd, spec, err) < 0 || save_baseline(rt, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
 }
@@ -331,6 +346,10 @@ int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   fd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return wr_error_set(err, errno, "open `%s`", rootfs);
+  if (wr_workspace_mount(fd, spec, err) < 0) {
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
@@ -566,8 +585,8 @@ int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err) {
   _cleanup_close_ int lock = lock_dir(dir, NULL);
 
   (void)lock; /* held (or not, if the directory is gone) until we return */
-  if (wr_rt_cleanup(rt, id, err) < 0 || wr_rootfs_umount(dir, err) < 0 ||
-      wr_disk_umount(dir, err) < 0)
+  if (wr_rt_cleanup(rt, id, err) < 0 || wr_workspace_umount(dir, err) < 0 ||
+      wr_rootfs_umount(dir, err) < 0 || wr_disk_umount(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
   if (wr_rm_rf(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);

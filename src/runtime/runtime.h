@@ -87,7 +87,21 @@ struct wr_rt_spec {
   uint64_t nofile;       /* RLIMIT_NOFILE; 0: default 65536 */
   uint64_t disk_bytes;   /* own ext4 image of this size; 0: no limit */
   const char *ca_pem;    /* warren's CA, trusted inside; NULL: none */
+  /* A workspace: the host directory ws_path, owned by ws_uid:ws_gid, is
+   * mounted id-mapped so that those ids are root inside (and what root
+   * makes there is theirs on the host): read-write at WR_WORKSPACE, or
+   * with ws_clone read-only at WR_ORIGIN (WR_WORKSPACE is then the
+   * sandbox's own directory, for a clone). NULL: none. */
+  const char *ws_path;
+  bool ws_clone;
+  uint32_t ws_uid, ws_gid;
 };
+
+#define WR_WORKSPACE "/workspace"
+#define WR_ORIGIN "/origin"
+/* Where a direct-mode workspace's state at create time is recorded (see
+ * wr_manifest_save), in the sandbox's directory. */
+#define WR_WS_MANIFEST "workspace.manifest"
 
 /* A running sandbox as the driver knows it. */
 struct wr_rt_instance {
@@ -165,5 +179,23 @@ char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
 
 /* Read a process's start time from /proc/PID/stat (0 if gone). */
 uint64_t wr_rt_proc_start_time(pid_t pid);
+
+/* ---- workspace manifest (manifest.c) ---------------------------------- */
+
+/* A direct-mode workspace's baseline: the state of every entry under it,
+ * recorded before the sandbox's first process, so that `warren diff` can
+ * show every change since, including those git does not show. The walk
+ * never follows symlinks nor crosses into other filesystems and is
+ * bounded; the tree may be changed by the sandbox while it runs. */
+/* Record every entry under DIR (not following symlinks, not crossing into
+ * other filesystems) in FILE (written atomically, 0600). */
+int wr_manifest_save(const char *dir, const char *file, wr_error_t *err);
+/* Compare DIR now with the manifest FILE. Returns {"changes":[{"path":
+ * "rel/path","change":"added"|"deleted"|"modified"|"metadata","type":
+ * "file"|"dir"|"symlink"|"other"}, ...], "truncated": bool} sorted by
+ * path, at most MAX changes; NULL with err on failure (ENOENT when there
+ * is no manifest). */
+json_t *wr_manifest_diff(const char *dir, const char *file, size_t max,
+                         wr_error_t *err);
 
 #endif

@@ -24,6 +24,14 @@ struct wr_runtime {
 
 /* userns.c: a user namespace mapping 0..WR_ID_COUNT-1 to the slot's range. */
 int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err);
+/* One with the given uid_map and gid_map contents. */
+int wr_userns_create_map(const char *uid_map, const char *gid_map,
+                         int *userns_fd, wr_error_t *err);
+/* workspace.c: a host directory mounted into the sandbox's root (on the
+ * host side, under DIR/rootfs, before init starts; see runtime.h). */
+int wr_workspace_mount(int rootfd, const struct wr_rt_spec *spec,
+                       wr_error_t *err);
+int wr_workspace_umount(const char *dir, wr_error_t *err);
 
 /* mount.c: the host-side root (overlay over an id-mapped image). */
 bool wr_is_mount_point(const char *dir, const char *name);

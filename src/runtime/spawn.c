@@ -224,8 +224,9 @@ static void setup_root(const struct child_ctx *c) {
         "make mounts private");
   CHECK(c, chdir(c->a->rootfs), "chdir rootfs");
   /* The root is a mount point already; binding it onto itself gives the
-   * sandbox a mount of its own to pivot into. */
-  CHECK(c, mount(".", ".", NULL, MS_BIND, NULL), "bind rootfs");
+   * sandbox a mount of its own to pivot into. Recursively: a workspace is
+   * mounted below it (workspace.c). */
+  CHECK(c, mount(".", ".", NULL, MS_BIND | MS_REC, NULL), "bind rootfs");
   CHECK(c, chdir(c->a->rootfs), "chdir rootfs");
   setup_dev(c);
   setup_proc(c);

@@ -5,6 +5,9 @@
  * maps and open its namespace; the fd keeps the namespace alive after the
  * child is gone. The same mapping is used to id-map the image mount.
  *
+ * A workspace mount uses another mapping (see workspace.c), made the same
+ * way with wr_userns_create_map.
+ *
  * The child shares our memory (CLONE_VM, on a small stack of its own), so
  * starting it costs no page-table copy; it only makes system calls.
  */
@@ -70,13 +73,12 @@ static int helper_main(void *arg) {
   _exit(0);
 }
 
-static int map_and_open(pid_t pid, uint32_t slot, int *userns_fd,
-                        wr_error_t *err) {
-  char map[64], path[64];
+static int map_and_open(pid_t pid, const char *uid_map, const char *gid_map,
+                        int *userns_fd, wr_error_t *err) {
+  char path[64];
 
-  snprintf(map, sizeof(map), "0 %u %u\n", wr_rt_id_base(slot), WR_ID_COUNT);
-  if (write_proc(pid, "uid_map", map, err) < 0 ||
-      write_proc(pid, "gid_map", map, err) < 0)
+  if (write_proc(pid, "uid_map", uid_map, err) < 0 ||
+      write_proc(pid, "gid_map", gid_map, err) < 0)
     return -1;
   snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
   *userns_fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -85,14 +87,13 @@ static int map_and_open(pid_t pid, uint32_t slot, int *userns_fd,
   return 0;
 }
 
-int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
+int wr_userns_create_map(const char *uid_map, const char *gid_map,
+                         int *userns_fd, wr_error_t *err) {
   struct helper h;
   char c = 1, *stack;
   int r = -1, status;
   pid_t pid;
 
-  if (slot > WR_MAX_SLOT)
-    return wr_error_set(err, ERANGE, "uid slot %u is out of range", slot);
   stack = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED)
@@ -116,7 +117,7 @@ int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
   else if (read(h.ready[0], &c, 1) != 1 || c != 0)
     wr_error_set(err, EPERM, "create a user namespace");
   else
-    r = map_and_open(pid, slot, userns_fd, err);
+    r = map_and_open(pid, uid_map, gid_map, userns_fd, err);
   close(h.go[1]);
   close(h.ready[0]);
   if (pid > 0)
@@ -124,4 +125,13 @@ int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
       ;
   munmap(stack, HELPER_STACK);
   return r;
+}
+
+int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
+  char map[64];
+
+  if (slot > WR_MAX_SLOT)
+    return wr_error_set(err, ERANGE, "uid slot %u is out of range", slot);
+  snprintf(map, sizeof(map), "0 %u %u\n", wr_rt_id_base(slot), WR_ID_COUNT);
+  return wr_userns_create_map(map, map, userns_fd, err);
 }

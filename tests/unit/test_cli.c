@@ -166,14 +166,53 @@ static void test_create_errors(void **state) {
   expect_create_error("--cpus", "1x", "invalid CPU count");
   expect_create_error("--pids", "-3", "--pids");
   expect_create_error("--name", "Bad_Name", "invalid name");
-  expect_create_error("--clone", NULL, "not supported yet");
+  expect_create_error("--clone", NULL, "--clone needs a PATH");
   expect_create_error("--name", NULL, "needs a value");
   expect_create_error("--nope", NULL, "unknown option `--nope`");
-  expect_create_error("claude", NULL, "not supported yet");
+  expect_create_error("Claude", NULL, "invalid agent `Claude`");
+  expect_create_error("claude", "/nonexistent/dir", "workspace");
 
   assert_int_equal(wr_cli_create_parse(ARGC(empty), empty, &o, &err), 0);
   body = wr_cli_create_body(&o);
   assert_int_equal(json_object_size(body), 0);
+}
+
+/* [AGENT] [PATH]: one argument is PATH when it is a directory. */
+static void test_create_workspace(void **state) {
+  struct wr_cli_create_opts o = {0};
+  wr_error_t err = {0};
+  char **both = ARGV("create", "--name", "p", "claude", "/tmp", "--clone");
+  char **dir = ARGV("create", ".");
+  char **agent = ARGV("create", "codex");
+  char **three = ARGV("create", "shell", "/tmp", "x");
+  _cleanup_json_ json_t *body = NULL;
+  _cleanup_free_ char *cwd = getcwd(NULL, 0);
+  (void)state;
+
+  assert_int_equal(wr_cli_create_parse(ARGC(both), both, &o, &err), 0);
+  assert_string_equal(o.agent, "claude");
+  assert_string_equal(o.path, "/tmp");
+  body = wr_cli_create_body(&o);
+  assert_string_equal(json_string_value(json_object_get(body, "agent")),
+                      "claude");
+  assert_string_equal(json_string_value(json_object_get(
+                          json_object_get(body, "workspace"), "mode")),
+                      "clone");
+  wr_cli_create_opts_free(&o);
+
+  assert_int_equal(wr_cli_create_parse(ARGC(dir), dir, &o, &err), 0);
+  assert_null(o.agent);
+  assert_string_equal(o.path, cwd);
+  wr_cli_create_opts_free(&o);
+
+  assert_int_equal(wr_cli_create_parse(ARGC(agent), agent, &o, &err), 0);
+  assert_string_equal(o.agent, "codex");
+  assert_null(o.path);
+  wr_cli_create_opts_free(&o);
+
+  assert_int_equal(wr_cli_create_parse(ARGC(three), three, &o, &err), -1);
+  assert_non_null(strstr(err.msg, "unexpected argument `x`"));
+  wr_cli_create_opts_free(&o);
 }
 
 /* ---- ls ------------------------------------------------------------------ */
@@ -485,7 +524,7 @@ static void test_detach_keys(void **state) {
   assert_string_equal(out.data, "\x10");
   /* Split across reads. */
   wr_buf_reset(&out);
-  d.pending = false;
+  d.matched = 0;
   assert_false(wr_cli_detach_feed(&d, "q\x10", 2, &out));
   assert_true(wr_cli_detach_feed(&d, "\x11", 1, &out));
   assert_string_equal(out.data, "q");
@@ -832,6 +871,7 @@ int main(void) {
       cmocka_unit_test(test_global_options),
       cmocka_unit_test(test_create_parse),
       cmocka_unit_test(test_create_errors),
+      cmocka_unit_test(test_create_workspace),
       cmocka_unit_test(test_ls_parse),
       cmocka_unit_test(test_exec_parse),
       cmocka_unit_test(test_exec_errors),

@@ -1,0 +1,513 @@
+/*
+ * The remote helper protocol (gitremote-helpers(7)) for `warren::NAME`:
+ * `capabilities`, `option`, `list` and batches of `fetch`.
+ *
+ * `list` has the sandbox write a bundle of its clone's branches, tags and
+ * HEAD into a fresh directory under its /tmp, downloads it through the
+ * files API into an unnamed file on the host (O_TMPFILE, so nothing is
+ * left behind whatever happens), removes it inside, and prints the refs
+ * its header lists. `fetch` feeds the pack part to the host's
+ * `git index-pack --strict`, in the repository git runs us for, and
+ * reports the pack's .keep file so that git drops it once the refs are
+ * updated. Then it marks, inside the sandbox, each fetched branch as
+ * refs/warren/fetched/BRANCH, which `warren rm` reads to warn about
+ * commits that never left. That bookkeeping lives in the sandbox, so a
+ * program there could forge it: it only ever drives a warning.
+ */
+#include "gitremote/gitremote.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+
+/* What the sandbox's answer to the bundle script may be. */
+#define BUNDLE_ANSWER_MAX 4096
+#define COMMAND_MAX 4096
+
+struct helper {
+  struct wr_cli_ctx ctx;
+  char *name; /* the sandbox */
+  struct wr_cli_clone_info info;
+  char *head; /* the branch HEAD names ("refs/heads/x"), or NULL */
+  int bundle; /* the downloaded bundle (unnamed file), or -1 */
+  struct wr_bundle_header header;
+  int verbosity;
+};
+
+/* ---- the sandbox --------------------------------------------------------- */
+
+/* A clone-mode sandbox that runs, or a message that says what to do. */
+static int check_sandbox(struct helper *h, wr_error_t *err) {
+  const char *n = h->name;
+  bool clone;
+
+  if (wr_cli_clone_info(&h->ctx, n, &h->info, &clone, err) < 0)
+    return -1;
+  if (!clone)
+    return wr_error_set(err, 0,
+                        "sandbox `%s` is not in clone mode: there is no "
+                        "repository to fetch from",
+                        n);
+  if (strcmp(h->info.state, "stopped") == 0)
+    return wr_error_set(err, 0,
+                        "sandbox `%s` is stopped: start it with "
+                        "`warren start %s`",
+                        n, n);
+  if (strcmp(h->info.state, "paused") == 0)
+    return wr_error_set(err, 0,
+                        "sandbox `%s` is paused: resume it with "
+                        "`warren resume %s`",
+                        n, n);
+  if (strcmp(h->info.state, "running") != 0)
+    return wr_error_set(err, 0, "sandbox `%s` is %s, not running", n,
+                        h->info.state);
+  return 0;
+}
+
+/*
+ * Inside: a full bundle of the clone's branches and tags, and HEAD when it
+ * names a commit, in a directory of its own. Prints the bundle's path and
+ * the branch HEAD names (empty when detached).
+ */
+static const char bundle_script[] = WR_CLI_GIT_ENV_SH
+    "cd \"$1\" 2>/dev/null || exit 3\n"
+    "git rev-parse --git-dir >/dev/null 2>&1 || exit 3\n"
+    "[ -n \"$(git for-each-ref --count=1 --format=x refs/heads/ refs/tags/)\" ]"
+    " || exit 4\n"
+    "set -- --branches --tags\n"
+    "git rev-parse -q --verify 'HEAD^{commit}' >/dev/null && set -- \"$@\" "
+    "HEAD\n"
+    "d=$(mktemp -d /tmp/warren-bundle.XXXXXXXX) || exit 1\n"
+    "git bundle create -q \"$d/bundle\" \"$@\" || { rm -rf \"$d\"; exit 1; }\n"
+    "printf '%s\\n' \"$d/bundle\"\n"
+    "git symbolic-ref -q HEAD || echo\n";
+
+/* "/tmp/warren-bundle.XXXXXXXX/bundle", exactly what mktemp makes. */
+static bool bundle_path_valid(const char *p) {
+  static const char prefix[] = "/tmp/warren-bundle.";
+  const char *x = p + sizeof(prefix) - 1;
+
+  if (strncmp(p, prefix, sizeof(prefix) - 1) != 0 || strlen(x) != 8 + 7)
+    return false;
+  for (int i = 0; i < 8; i++)
+    if (!((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
+          (x[i] >= '0' && x[i] <= '9')))
+      return false;
+  return strcmp(x + 8, "/bundle") == 0;
+}
+
+/* The script's two lines: the bundle's path and HEAD's branch. */
+static int parse_answer(struct helper *h, wr_buf_t *out, char **path,
+                        wr_error_t *err) {
+  char *nl = out->data ? memchr(out->data, '\n', out->len) : NULL;
+  char *head;
+
+  if (nl == NULL || memchr(out->data, '\0', out->len) != NULL)
+    return wr_error_set(err, 0, "unexpected answer from sandbox `%s`", h->name);
+  *nl = '\0';
+  if (!bundle_path_valid(out->data))
+    return wr_error_set(err, 0, "unexpected bundle path from sandbox `%s`",
+                        h->name);
+  *path = xstrdup(out->data);
+  head = nl + 1;
+  head[strcspn(head, "\n")] = '\0';
+  if (wr_str_has_prefix(head, "refs/heads/") && wr_cli_git_refname_valid(head))
+    h->head = xstrdup(head);
+  return 0;
+}
+
+static int make_bundle(struct helper *h, char **path, wr_error_t *err) {
+  _cleanup_(wr_buf_free) wr_buf_t out = {0};
+  _cleanup_(wr_buf_free) wr_buf_t errout = {0};
+  _cleanup_free_ char *text = NULL;
+  char *argv[] = {"sh", "-c", (char *)bundle_script, "sh", h->info.mount, NULL};
+  struct wr_cli_run_in r = {.argv = argv,
+                            .cwd = "/",
+                            .out = &out,
+                            .max_out = BUNDLE_ANSWER_MAX,
+                            .errout = &errout};
+
+  if (wr_cli_run_in(&h->ctx, h->name, &r, err) < 0)
+    return -1;
+  if (r.exit_code == 3)
+    return wr_error_set(err, 0, "%s in sandbox `%s` is not a git repository",
+                        h->info.mount, h->name);
+  if (r.exit_code == 4)
+    return wr_error_set(err, 0, "%s in sandbox `%s` has no branch or tag",
+                        h->info.mount, h->name);
+  if (r.exit_code != 0) {
+    text = wr_cli_said(&errout);
+    return wr_error_set(err, 0,
+                        "making a bundle in sandbox `%s` failed (exit %d)%s%s",
+                        h->name, r.exit_code, text[0] ? ": " : "", text);
+  }
+  return parse_answer(h, &out, path, err);
+}
+
+/* ---- the download -------------------------------------------------------- */
+
+/* An unnamed file in $TMPDIR (else /tmp), readable only by us. */
+static int temp_file(wr_error_t *err) {
+  const char *dir = getenv("TMPDIR");
+  _cleanup_free_ char *tmpl = NULL;
+  int fd;
+
+  if (dir == NULL || dir[0] != '/')
+    dir = "/tmp";
+  fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    return fd;
+  tmpl = xasprintf("%s/warren-bundle-XXXXXX", dir);
+  fd = mkostemp(tmpl, O_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "create a file in `%s`", dir);
+  unlink(tmpl);
+  return fd;
+}
+
+/* Copy the body to fd, refusing more than WR_BUNDLE_MAX bytes. */
+static int body_to_file(wr_http_client_t *c, int fd, wr_error_t *err) {
+  char buf[65536];
+  uint64_t total = 0;
+  ssize_t n;
+
+  while ((n = wr_http_read_body(c, buf, sizeof(buf), err)) > 0) {
+    total += (uint64_t)n;
+    if (total > WR_BUNDLE_MAX)
+      return wr_error_set(err, 0,
+                          "the bundle is larger than %llu MiB, the most "
+                          "warren fetches",
+                          WR_BUNDLE_MAX >> 20);
+    if (wr_write_all(fd, buf, (size_t)n, err) < 0)
+      return wr_error_wrap(err, "write the bundle");
+  }
+  return n < 0 ? wr_error_wrap(err, "read the bundle from warrend") : 0;
+}
+
+static int download(struct helper *h, const char *path, wr_error_t *err) {
+  _cleanup_client_ wr_http_client_t *c = NULL;
+  _cleanup_response_ struct wr_http_response resp = {0};
+  _cleanup_free_ char *esc = wr_cli_escape(path);
+  _cleanup_free_ char *suffix = xasprintf("/files?path=%s", esc);
+  _cleanup_free_ char *url = wr_cli_sandbox_path(h->name, suffix);
+  _cleanup_close_ int fd = -1;
+
+  if (wr_cli_connect(&h->ctx, &c, err) < 0 ||
+      wr_http_request_stream(c, "GET", url, NULL, NULL, 0, &resp, err) < 0)
+    return -1;
+  if (resp.status != 200)
+    return wr_cli_stream_error(c, &resp, err);
+  if ((fd = temp_file(err)) < 0 || body_to_file(c, fd, err) < 0)
+    return -1;
+  h->bundle = steal_fd(&fd);
+  return 0;
+}
+
+/* The directory the bundle was made in goes, whatever happened. */
+static void remove_inside(struct helper *h, const char *path) {
+  _cleanup_free_ char *dir = xstrndup(path, strlen(path) - strlen("/bundle"));
+  _cleanup_free_ char *esc = wr_cli_escape(dir);
+  _cleanup_free_ char *suffix = xasprintf("/files?path=%s&recursive=true", esc);
+  _cleanup_free_ char *url = wr_cli_sandbox_path(h->name, suffix);
+  wr_error_t err = {0};
+
+  if (wr_cli_call(&h->ctx, "DELETE", url, NULL, NULL, NULL, &err) < 0)
+    fprintf(stderr, "warren: could not remove %s in sandbox `%s`: %s\n", dir,
+            h->name, err.msg);
+}
+
+/* Read the header: grow the read until its end ("\n\n") is in, up to
+ * the most a header may be (and the pack's signature after it). */
+static int read_header(struct helper *h, wr_error_t *err) {
+  const size_t most = WR_BUNDLE_HEADER_MAX + 4;
+  _cleanup_free_ char *buf = NULL;
+  size_t want = 65536, have = 0;
+  const char *end;
+  ssize_t n;
+
+  for (;;) {
+    buf = xrealloc(buf, want);
+    while (have < want &&
+           (n = pread(h->bundle, buf + have, want - have, (off_t)have)) > 0)
+      have += (size_t)n;
+    end = memmem(buf, have, "\n\n", 2);
+    if ((end != NULL && (size_t)(end - buf) + 6 <= have) || have < want ||
+        want >= most)
+      break;
+    want = WR_MIN(want * 4, most);
+  }
+  if (wr_bundle_header_parse(buf, have, &h->header, err) < 0)
+    return wr_error_wrap(err, "bundle from sandbox `%s`", h->name);
+  return 0;
+}
+
+/* ---- list ---------------------------------------------------------------- */
+
+/* Refs, then HEAD: as a symref when it names a listed branch. */
+static void print_refs(const struct helper *h) {
+  const struct wr_bundle_ref *head = wr_bundle_find(&h->header, "HEAD");
+
+  for (size_t i = 0; i < h->header.nrefs; i++)
+    if (strcmp(h->header.refs[i].name, "HEAD") != 0)
+      printf("%s %s\n", h->header.refs[i].oid, h->header.refs[i].name);
+  if (h->head != NULL && wr_bundle_find(&h->header, h->head) != NULL)
+    printf("@%s HEAD\n", h->head);
+  else if (head != NULL)
+    printf("%s HEAD\n", head->oid);
+  printf("\n");
+}
+
+static int cmd_list(struct helper *h, wr_error_t *err) {
+  _cleanup_free_ char *path = NULL;
+  int r;
+
+  if (h->bundle >= 0)
+    return wr_error_set(err, 0, "`list` was asked twice");
+  if (check_sandbox(h, err) < 0 || make_bundle(h, &path, err) < 0)
+    return -1;
+  r = download(h, path, err);
+  remove_inside(h, path);
+  if (r < 0 || read_header(h, err) < 0)
+    return -1;
+  if (h->verbosity > 1)
+    fprintf(stderr, "warren: sandbox `%s` offers %zu refs\n", h->name,
+            h->header.nrefs);
+  print_refs(h);
+  return 0;
+}
+
+/* ---- fetch --------------------------------------------------------------- */
+
+/* One "fetch OID NAME" line, checked against the list we gave. */
+static int fetch_line(const struct helper *h, const char *line,
+                      char ***branches, wr_error_t *err) {
+  const char *sp = strchr(line, ' ');
+  const struct wr_bundle_ref *ref;
+  _cleanup_free_ char *oid = NULL;
+
+  if (sp == NULL)
+    return wr_error_set(err, 0, "malformed fetch command");
+  oid = xstrndup(line, (size_t)(sp - line));
+  ref = wr_bundle_find(&h->header, sp + 1);
+  if (ref == NULL || strcmp(ref->oid, oid) != 0)
+    return wr_error_set(err, 0, "git asked for `%s`, which was not listed",
+                        sp + 1);
+  if (wr_str_has_prefix(ref->name, "refs/heads/")) {
+    *branches = wr_strv_push(*branches, ref->name + strlen("refs/heads/"));
+    *branches = wr_strv_push(*branches, ref->oid);
+  }
+  return 0;
+}
+
+/*
+ * The pack, from after the header, into the host repository (GIT_DIR, set
+ * by git) with every object checked (`--strict`: hashes, fsck rules,
+ * links), kept by a .keep file until git has updated its refs. stdout
+ * says "keep\tHASH".
+ */
+static int index_pack(const struct helper *h, char **keep, wr_error_t *err) {
+  _cleanup_free_ char *max = xasprintf("--max-input-size=%llu", WR_BUNDLE_MAX);
+  char *argv[] = {
+      "git", "index-pack", "--stdin", "--strict", "--keep=git-remote-warren",
+      max,   NULL};
+  _cleanup_(wr_buf_free) wr_buf_t out = {0};
+  struct wr_cli_host_cmd cmd = {
+      .argv = argv, .stdin_fd = h->bundle, .out = &out, .max_out = 4096};
+  int status;
+
+  if (lseek(h->bundle, (off_t)h->header.pack_offset, SEEK_SET) < 0)
+    return wr_error_set(err, errno, "seek in the bundle");
+  if (wr_cli_host_run(&cmd, &status, err) < 0)
+    return -1;
+  if (status != 0)
+    return wr_error_set(err, 0,
+                        "git index-pack refused the pack from sandbox `%s` "
+                        "(exit %d)",
+                        h->name, status);
+  if (out.data == NULL || !wr_str_has_prefix(out.data, "keep\t"))
+    return wr_error_set(err, 0, "unexpected output from git index-pack");
+  out.data[strcspn(out.data, "\n")] = '\0';
+  *keep = xstrdup(out.data + 5);
+  return 0;
+}
+
+/* The .keep file's path, wherever the object directory is. */
+static int keep_path(const char *hash, char **path, wr_error_t *err) {
+  _cleanup_free_ char *rel = xasprintf("objects/pack/pack-%s.keep", hash);
+  char *argv[] = {"git", "rev-parse", "--git-path", rel, NULL};
+  _cleanup_(wr_buf_free) wr_buf_t out = {0};
+  struct wr_cli_host_cmd cmd = {
+      .argv = argv, .stdin_fd = -1, .out = &out, .max_out = 8192};
+  int status;
+
+  if (wr_cli_host_run(&cmd, &status, err) < 0)
+    return -1;
+  if (status != 0 || out.data == NULL)
+    return wr_error_set(err, 0, "git rev-parse --git-path failed");
+  out.data[strcspn(out.data, "\n")] = '\0';
+  *path = wr_buf_steal(&out, NULL);
+  return 0;
+}
+
+/* Inside: refs/warren/fetched/BRANCH for each (BRANCH, OID) pair. */
+static const char mark_script[] = WR_CLI_GIT_ENV_SH
+    "cd \"$1\" || exit 1\n"
+    "shift\n"
+    "while [ $# -ge 2 ]; do\n"
+    "  git update-ref \"refs/warren/fetched/$1\" \"$2\" || exit 1\n"
+    "  shift 2\n"
+    "done\n";
+
+/* Only a warning can come of it: the fetch itself has succeeded. */
+static void mark_fetched(struct helper *h, char **pairs) {
+  _cleanup_strv_ char **argv = NULL;
+  _cleanup_(wr_buf_free) wr_buf_t errout = {0};
+  struct wr_cli_run_in r = {.cwd = "/", .errout = &errout};
+  wr_error_t err = {0};
+
+  if (pairs == NULL)
+    return;
+  argv = wr_strv_push(argv, "sh");
+  argv = wr_strv_push(argv, "-c");
+  argv = wr_strv_push(argv, mark_script);
+  argv = wr_strv_push(argv, "sh");
+  argv = wr_strv_push(argv, h->info.mount);
+  for (size_t i = 0; pairs[i] != NULL; i++)
+    argv = wr_strv_push(argv, pairs[i]);
+  r.argv = argv;
+  if (wr_cli_run_in(&h->ctx, h->name, &r, &err) == 0) {
+    _cleanup_free_ char *text = wr_cli_said(&errout);
+    if (r.exit_code == 0)
+      return;
+    wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
+                 text);
+  }
+  fprintf(stderr,
+          "warren: warning: could not record the fetch in sandbox `%s` (%s); "
+          "`warren rm` may call these commits unfetched\n",
+          h->name, err.msg);
+}
+
+/* A batch of fetch lines (the first one given) up to a blank line. */
+static int cmd_fetch(struct helper *h, const char *first, wr_error_t *err) {
+  _cleanup_strv_ char **pairs = NULL;
+  _cleanup_free_ char *line = NULL;
+  _cleanup_free_ char *keep = NULL;
+  _cleanup_free_ char *lock = NULL;
+  size_t cap = 0;
+  ssize_t n;
+
+  if (h->bundle < 0)
+    return wr_error_set(err, 0, "`fetch` before `list`");
+  if (fetch_line(h, first, &pairs, err) < 0)
+    return -1;
+  while ((n = getline(&line, &cap, stdin)) > 0 && line[0] != '\n') {
+    line[strcspn(line, "\n")] = '\0';
+    if (!wr_str_has_prefix(line, "fetch ") || (size_t)n > COMMAND_MAX)
+      return wr_error_set(err, 0, "unexpected command in a fetch batch");
+    if (fetch_line(h, line + 6, &pairs, err) < 0)
+      return -1;
+  }
+  if (index_pack(h, &keep, err) < 0 || keep_path(keep, &lock, err) < 0)
+    return -1;
+  mark_fetched(h, pairs);
+  printf("lock %s\n\n", lock);
+  return 0;
+}
+
+/* ---- the protocol -------------------------------------------------------- */
+
+/* `option NAME VALUE`: verbosity (-v says how many refs the sandbox
+ * offers) and progress (there is none to show); the rest is
+ * unsupported. */
+static void cmd_option(struct helper *h, const char *arg) {
+  if (wr_str_has_prefix(arg, "verbosity ")) {
+    h->verbosity = atoi(arg + 10);
+    printf("ok\n");
+  } else if (wr_str_has_prefix(arg, "progress ")) {
+    printf("ok\n");
+  } else {
+    printf("unsupported\n");
+  }
+}
+
+/* One command; 1 at the end of the conversation. */
+static int command(struct helper *h, const char *line, wr_error_t *err) {
+  if (line[0] == '\0')
+    return 1;
+  if (strcmp(line, "capabilities") == 0)
+    printf("fetch\noption\n\n");
+  else if (wr_str_has_prefix(line, "option "))
+    cmd_option(h, line + 7);
+  else if (strcmp(line, "list") == 0)
+    return cmd_list(h, err);
+  else if (wr_str_has_prefix(line, "fetch "))
+    return cmd_fetch(h, line + 6, err);
+  else
+    return wr_error_set(err, 0, "unknown command `%.64s` from git", line);
+  return 0;
+}
+
+static int converse(struct helper *h, wr_error_t *err) {
+  _cleanup_free_ char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  int r;
+
+  while ((n = getline(&line, &cap, stdin)) > 0) {
+    if ((size_t)n > COMMAND_MAX)
+      return wr_error_set(err, 0, "a command from git is too long");
+    line[strcspn(line, "\n")] = '\0';
+    r = command(h, line, err);
+    if (fflush(stdout) != 0)
+      return wr_error_set(err, errno, "write to git");
+    if (r != 0)
+      return r < 0 ? -1 : 0;
+  }
+  return 0;
+}
+
+char *wr_gitremote_sandbox_name(const char *address) {
+  if (wr_str_has_prefix(address, "warren://"))
+    address += strlen("warren://");
+  return wr_name_valid(address) ? xstrdup(address) : NULL;
+}
+
+static const char usage[] =
+    "Usage: git-remote-warren REMOTE warren::NAME\n"
+    "\n"
+    "git's remote helper for clone-mode sandboxes: git runs it for remotes\n"
+    "whose URL is warren::NAME, such as the remote warren-NAME that\n"
+    "`warren create --clone` adds. Then:\n"
+    "  git fetch warren-NAME BRANCH && git diff HEAD FETCH_HEAD\n"
+    "warrend is found through WARREN_HOST and WARREN_API_KEY, like warren.\n";
+
+int wr_gitremote_main(int argc, char **argv) {
+  struct helper h = {.bundle = -1, .verbosity = 1};
+  const char *host = getenv("WARREN_HOST");
+  const char *key = getenv("WARREN_API_KEY");
+  wr_error_t err = {0};
+  int r;
+
+  if (argc != 3 || getenv("GIT_DIR") == NULL) {
+    fputs(usage, stderr);
+    return WR_CLI_EXIT_USAGE;
+  }
+  h.name = wr_gitremote_sandbox_name(argv[2]);
+  if (h.name == NULL)
+    return wr_cli_fail(WR_CLI_EXIT_USAGE,
+                       "`%s` is not warren::NAME with a sandbox's name",
+                       argv[2]);
+  h.ctx.host = host && *host ? host : WR_CLI_DEFAULT_HOST;
+  h.ctx.api_key = key && *key ? key : NULL;
+  r = converse(&h, &err);
+  if (r < 0)
+    wr_cli_fail(0, "%s", err.msg);
+  if (h.bundle >= 0)
+    close(h.bundle);
+  wr_bundle_header_free(&h.header);
+  wr_cli_clone_info_free(&h.info);
+  free(h.head);
+  free(h.name);
+  return r < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
+}
