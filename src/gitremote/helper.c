@@ -28,15 +28,24 @@ struct helper {
   struct wr_cli_ctx ctx;
   char *name; /* the sandbox */
   struct wr_cli_clone_info info;
-  char *head; /* the branch HEAD names ("refs/heads/x"), or NULL */
-  int bundle; /* the downloaded bundle (unnamed file), or -1 */
+  char *head;   /* the branch HEAD names ("refs/heads/x"), or NULL */
+  int bundle;   /* the downloaded bundle (unnamed file), or -1 */
+  bool started; /* we started the sandbox: stop it again at the end */
   struct wr_bundle_header header;
   int verbosity;
 };
 
 /* ---- the sandbox --------------------------------------------------------- */
 
-/* A clone-mode sandbox that runs, or a message that says what to do. */
+static int lifecycle(struct helper *h, const char *action, wr_error_t *err) {
+  _cleanup_free_ char *path = wr_cli_sandbox_path(h->name, action);
+
+  return wr_cli_call(&h->ctx, "POST", path, NULL, NULL, NULL, err);
+}
+
+/* A clone-mode sandbox that runs, or a message that says what to do. A
+ * stopped one is started for the fetch (it takes milliseconds) and
+ * stopped again when git is done with us, as `warren rm` does. */
 static int check_sandbox(struct helper *h, wr_error_t *err) {
   const char *n = h->name;
   bool clone;
@@ -48,11 +57,12 @@ static int check_sandbox(struct helper *h, wr_error_t *err) {
                         "sandbox `%s` is not in clone mode: there is no "
                         "repository to fetch from",
                         n);
-  if (strcmp(h->info.state, "stopped") == 0)
-    return wr_error_set(err, 0,
-                        "sandbox `%s` is stopped: start it with "
-                        "`warren start %s`",
-                        n, n);
+  if (strcmp(h->info.state, "stopped") == 0) {
+    if (lifecycle(h, "/start", err) < 0)
+      return wr_error_wrap(err, "start sandbox `%s` for the fetch", n);
+    h->started = true;
+    return 0;
+  }
   if (strcmp(h->info.state, "paused") == 0)
     return wr_error_set(err, 0,
                         "sandbox `%s` is paused: resume it with "
@@ -503,6 +513,9 @@ int wr_gitremote_main(int argc, char **argv) {
   r = converse(&h, &err);
   if (r < 0)
     wr_cli_fail(0, "%s", err.msg);
+  if (h.started && lifecycle(&h, "/stop", &err) < 0)
+    wr_cli_fail(0, "warning: could not stop sandbox `%s` again: %s", h.name,
+                err.msg);
   if (h.bundle >= 0)
     close(h.bundle);
   wr_bundle_header_free(&h.header);

@@ -232,10 +232,17 @@ test_fetch_errors_say_what_to_do() {
   make_repo "$d"
   r=$d/repo
   new_sandbox cl-err --clone shell "$r"
-  "$WARREN" stop cl-err >/dev/null
+  "$WARREN" pause cl-err >/dev/null
   out=$(cd "$r" && must_fail git fetch warren-cl-err feature)
-  assert_contains "$out" "warren: sandbox \`cl-err\` is stopped: start it with \`warren start cl-err\`" \
-    "fetch from a stopped sandbox"
+  assert_contains "$out" "warren: sandbox \`cl-err\` is paused: resume it with \`warren resume cl-err\`" \
+    "fetch from a paused sandbox"
+  # A stopped one is started for the fetch and stopped again.
+  "$WARREN" resume cl-err >/dev/null
+  "$WARREN" stop cl-err >/dev/null
+  (cd "$r" && git fetch -q warren-cl-err feature) ||
+    fail "fetch from a stopped sandbox"
+  git -C "$r" rev-parse -q --verify FETCH_HEAD >/dev/null || fail "FETCH_HEAD"
+  assert_eq stopped "$(sb_state cl-err)" "state after the fetch"
   out=$(cd "$r" && must_fail git fetch warren::cl-missing main)
   assert_contains "$out" "warren: " "fetch from a missing sandbox"
   assert_contains "$out" "cl-missing" "fetch from a missing sandbox"
