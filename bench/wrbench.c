@@ -243,7 +243,9 @@ static void bench_workspace(const struct opts *o, wr_http_client_t *c) {
   char *rm[] = {"rm", "-rf", dir, NULL};
   int n = 0, pn = 0;
 
-  if (mkdtemp(dir) == NULL || make_tree(dir, o->ws_files) < 0) {
+  /* A user's project: warren refuses root-owned workspaces. */
+  if (mkdtemp(dir) == NULL || make_tree(dir, o->ws_files) < 0 ||
+      chown(dir, 4242, 4242) < 0) {
     fprintf(stderr, "wrbench: cannot make a workspace in /tmp\n");
     goto out;
   }

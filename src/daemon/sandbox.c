@@ -542,6 +542,15 @@ static int check_workspace(struct wr_daemon *d, struct create_req *c,
                            "workspace `%s` is in %s: choose a project "
                            "directory",
                            path, refused[i]);
+  /* Root inside writes as the owner: a root-owned folder would let the
+   * sandbox leave setuid-root programs on the host. */
+  if (strcmp(mode, "direct") == 0 && (st.st_uid == 0 || st.st_gid == 0))
+    return wr_error_setx(err, EINVAL,
+                         "workspace `%s` is owned by root (uid or gid 0): "
+                         "what the sandbox makes there would be root's on "
+                         "the host, setuid bits included; chown it to a "
+                         "user, or use --clone",
+                         path);
   c->ws_path = steal_ptr(&real);
   c->ws_mode = mode;
   c->ws_uid = st.st_uid;

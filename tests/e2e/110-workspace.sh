@@ -91,6 +91,13 @@ test_files_of_other_host_users_are_read_only_inside() {
   out=$(must_fail inside ws-others 'echo x >>/workspace/root.txt')
   assert_contains "$out" "ermission denied" "write to another user's file"
   assert_eq root-owned "$(cat "$d/proj/root.txt")" "root.txt on the host"
+  # A setuid program made inside is the folder owner's on the host, never
+  # root's, and nothing inside can give a file to another host id.
+  inside ws-others 'cp /bin/true /workspace/suid && chmod 4755 /workspace/suid'
+  assert_eq "$OWNER" "$(stat -c %u "$d/proj/suid")" "owner of a setuid file"
+  out=$(must_fail inside ws-others 'chown 1000 /workspace/app.py')
+  assert_contains "$out" "chown" "chown to another id"
+  assert_eq "$OWNER" "$(stat -c %u "$d/proj/app.py")" "app.py's owner"
 }
 
 test_kit_env_rules_placeholders_and_ca() {
@@ -163,6 +170,9 @@ test_bad_workspaces_are_refused_and_leave_nothing() {
   assert_contains "$out" "No such file" "missing directory"
   out=$(must_fail "$WARREN" create --name ws-bad shell "$d/outside.txt")
   assert_contains "$out" "is not a directory" "a file"
+  mkdir -p "$d/root-owned"
+  out=$(must_fail "$WARREN" create --name ws-bad shell "$d/root-owned")
+  assert_contains "$out" "is owned by root" "a root-owned folder"
   out=$(must_fail "$WARREN" create --name ws-bad shell /)
   assert_contains "$out" "would expose the host" "the root"
   out=$(must_fail "$WARREN" create --name ws-bad shell "$WR_ROOT/images")

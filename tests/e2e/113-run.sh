@@ -73,6 +73,7 @@ project_dir() { # NAME
   rm -rf "$d"
   mkdir -p "$d"
   echo "hello from the host" >"$d/README"
+  chown -R 4242:4343 "$d" # not root's: warren refuses those
   echo "$d"
 }
 
