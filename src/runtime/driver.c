@@ -6,6 +6,7 @@
 #include "runtime/runtime_internal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -317,7 +318,7 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
-      seed_trust(rootfd, spec, err) < 0 || save_baseline(rt, spec, err) < 0)
+      seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
 }
@@ -326,9 +327,10 @@ int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err) {
   _cleanup_close_ int userns = -1;
 
-  if (wr_userns_create(spec->slot, &userns, err) < 0)
+  if (wr_userns_create(spec->slot, &userns, err) < 0 ||
+      prepare_in(rt, spec, userns, err) < 0 || save_baseline(rt, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
-  return prepare_in(rt, spec, userns, err);
+  return 0;
 }
 
 int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
@@ -535,16 +537,54 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   return start_in(rt, spec, userns, inst, err);
 }
 
-/* One user namespace serves both the id-mapped mount and warren-init. */
+/* The workspace's baseline on a thread of its own, while init starts. */
+struct baseline_job {
+  const struct wr_runtime *rt;
+  const struct wr_rt_spec *spec;
+  wr_error_t err;
+  int result;
+};
+
+static void *baseline_thread(void *arg) {
+  struct baseline_job *b = arg;
+
+  b->result = save_baseline(b->rt, b->spec, &b->err);
+  return NULL;
+}
+
+/* One user namespace serves both the id-mapped mount and warren-init. A
+ * direct-mode workspace is recorded while warren-init starts: init runs
+ * nothing of the sandbox's own until a client asks, and no client can
+ * before this returns, so the record is the state before any of the
+ * sandbox's code ran. */
 int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                  struct wr_rt_instance *inst, wr_error_t *err) {
   _cleanup_close_ int userns = -1;
+  struct baseline_job b = {.rt = rt, .spec = spec};
+  pthread_t thread;
+  bool walking = false;
+  int r;
 
   if (wr_userns_create(spec->slot, &userns, err) < 0)
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
   if (prepare_in(rt, spec, userns, err) < 0)
     return -1;
-  return start_in(rt, spec, userns, inst, err);
+  if (spec->ws_path != NULL && !spec->ws_clone)
+    walking = pthread_create(&thread, NULL, baseline_thread, &b) == 0;
+  if (!walking)
+    b.result = save_baseline(rt, spec, &b.err);
+  r = b.result < 0 && !walking ? -1 : start_in(rt, spec, userns, inst, err);
+  if (walking)
+    pthread_join(thread, NULL);
+  if (b.result < 0) {
+    if (r == 0) {
+      wr_closep(&inst->pidfd);
+      wr_closep(&inst->ctl);
+    }
+    *err = b.err;
+    return wr_error_wrap(err, "create sandbox `%s`", spec->id);
+  }
+  return r;
 }
 
 int wr_rt_kill(struct wr_runtime *rt, const char *id, int pidfd,
