@@ -117,10 +117,12 @@ static bool in_git(const char *path, const char *name, bool below) {
 }
 
 /* Why a change matters beyond what it says, or NULL. */
-static const char *note(const char *path, const char *change,
-                        const char *type) {
+static const char *note(const char *path, const char *change, const char *type,
+                        bool setuid) {
   if (strcmp(change, "deleted") == 0 || strcmp(type, "dir") == 0)
     return NULL;
+  if (setuid)
+    return "setuid/setgid: runs as its owner for whoever runs it";
   if (in_git(path, "hooks", true) && !wr_str_has_suffix(path, ".sample"))
     return "git hook: git runs it, git diff does not show it";
   if (in_git(path, "config", false))
@@ -144,7 +146,8 @@ static void print_change(FILE *out, const json_t *c) {
   const char *change = wr_cli_jstr(c, "change");
   const char *type = wr_cli_jstr(c, "type");
   const char *was = wr_cli_jstr(c, "was");
-  const char *why = note(path, change, type);
+  const char *why =
+      note(path, change, type, json_is_true(json_object_get(c, "setuid")));
   bool dir = strcmp(type, "dir") == 0;
   _cleanup_free_ char *shown = xasprintf("%s%s", path, dir ? "/" : "");
 

@@ -666,9 +666,11 @@ static const char *classify(const struct entry *b, const struct entry *c) {
   return NULL;
 }
 
-/* Add a change; 1 (stop) when the list is full. */
+/* Add a change; 1 (stop) when the list is full. `mode` is the entry's
+ * now (0 for a deleted one): a file with a set-user-ID or set-group-ID
+ * bit is marked, since it runs as its owner for whoever runs it. */
 static int add_change(struct merge *m, const char *path, const char *change,
-                      char type, char was) {
+                      char type, char was, uint32_t mode) {
   json_t *j;
 
   if (json_array_size(m->changes) == m->max) {
@@ -679,6 +681,8 @@ static int add_change(struct merge *m, const char *path, const char *change,
                 change, "type", type_name(type));
   if (was != type)
     json_object_set_new(j, "was", json_string(type_name(was)));
+  if (type == 'f' && (mode & (S_ISUID | S_ISGID)) != 0)
+    json_object_set_new(j, "setuid", json_true());
   json_array_append_new(m->changes, j);
   return 0;
 }
@@ -690,7 +694,7 @@ static int drain_base(struct merge *m, const char *upto, wr_error_t *err) {
 
   while (r->have && (upto == NULL || tree_cmp(r->e.path, upto) < 0)) {
     if (!is_below(r->e.path, m->skip, m->skip_len) &&
-        add_change(m, r->e.path, "deleted", r->e.type, r->e.type) != 0)
+        add_change(m, r->e.path, "deleted", r->e.type, r->e.type, 0) != 0)
       return 1;
     if (reader_next(r, err) < 0)
       return -1;
@@ -722,12 +726,13 @@ static int merge_entry(struct walk *w, const struct entry *c, wr_error_t *err) {
       m->truncated = true;
       return 1;
     }
-    return add_change(m, c->path, "added", c->type, c->type);
+    return add_change(m, c->path, "added", c->type, c->type, c->mode);
   }
   if (r->e.flag != '-' || c->flag != '-')
     set_skip(m, c->path);
   change = classify(&r->e, c);
-  if (change != NULL && add_change(m, c->path, change, c->type, r->e.type))
+  if (change != NULL &&
+      add_change(m, c->path, change, c->type, r->e.type, c->mode))
     return 1;
   return reader_next(r, err);
 }

@@ -95,6 +95,9 @@ test_files_of_other_host_users_are_read_only_inside() {
   # root's, and nothing inside can give a file to another host id.
   inside ws-others 'cp /bin/true /workspace/suid && chmod 4755 /workspace/suid'
   assert_eq "$OWNER" "$(stat -c %u "$d/proj/suid")" "owner of a setuid file"
+  assert_contains "$("$WARREN" diff ws-others)" \
+    "A suid   (setuid/setgid: runs as its owner for whoever runs it)" \
+    "warren diff"
   out=$(must_fail inside ws-others 'chown 1000 /workspace/app.py')
   assert_contains "$out" "chown" "chown to another id"
   assert_eq "$OWNER" "$(stat -c %u "$d/proj/app.py")" "app.py's owner"
