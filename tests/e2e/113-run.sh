@@ -169,6 +169,30 @@ test_run_detach_reattach_exit() {
   [ -f "$dir/README" ] || fail "the workspace lost its file"
 }
 
+# The agent's session is the sandbox's, not warrend's: it outlives a
+# restart of the daemon (the same shell, its history intact).
+test_run_session_outlives_a_daemon_restart() {
+  local pid
+  run_sandbox run-restart shell "$(project_dir restart)"
+  term_start r1 run --name run-restart
+  wait_screen r1 "/workspace#"
+  type_line r1 'echo shell-pid=$$'
+  wait_screen r1 "shell-pid="
+  pid=$(screen_of r1 | sed -n 's/^shell-pid=\([0-9]*\)$/\1/p')
+  [ -n "$pid" ] || fail "no pid on the screen: $(screen_of r1)"
+  keys r1 C-p C-q
+  assert_eq 0 "$(term_rc r1)" "detach"
+  stop_daemon
+  start_daemon
+  # The kept screen went with the old daemon: no prompt shows until the
+  # shell answers what is typed (typed input waits in the terminal).
+  term_start r2 run --name run-restart
+  type_line r2 'echo now-pid=$$'
+  wait_screen r2 "now-pid=$pid"
+  type_line r2 'exit 5'
+  assert_eq 5 "$(term_rc r2)" "the session's exit after the restart"
+}
+
 # stop, then run: the sandbox starts again and its files are still there.
 test_run_starts_a_stopped_sandbox() {
   local out
