@@ -178,3 +178,17 @@ char **wr_strv_push(char **v, const char *s) {
   v[n + 1] = NULL;
   return v;
 }
+
+char **wr_strv_setenv(char **env, const char *kv) {
+  const char *eq = strchr(kv, '=');
+  size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+  for (size_t k = 0; env != NULL && env[k] != NULL; k++) {
+    if (strncmp(env[k], kv, klen) == 0 && env[k][klen] == '=') {
+      free(env[k]);
+      env[k] = xstrdup(kv);
+      return env;
+    }
+  }
+  return wr_strv_push(env, kv);
+}

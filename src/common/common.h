@@ -155,6 +155,8 @@ void wr_strv_free(char **v);
 char **wr_strv_dup(char *const *v);
 /* Append a copy of s; v may be NULL. Returns the new vector. */
 char **wr_strv_push(char **v, const char *s);
+/* An environment: "K=V" replaces the entry for K, or is appended. */
+char **wr_strv_setenv(char **env, const char *kv);
 
 /* ---- strings and parsing ---------------------------------------------- */
 

@@ -58,20 +58,8 @@ static char **build_env(struct wr_sandbox *sb, const struct wr_user *u,
   if (tty)
     env = wr_strv_push(env, "TERM=xterm-256color");
   for (size_t l = 0; l < WR_ARRAY_SIZE(layers); l++) {
-    for (size_t i = 0; layers[l] != NULL && layers[l][i] != NULL; i++) {
-      const char *kv = layers[l][i];
-      size_t klen = (size_t)(strchr(kv, '=') - kv);
-      size_t k;
-      for (k = 0; env[k] != NULL; k++)
-        if (strncmp(env[k], kv, klen + 1) == 0)
-          break;
-      if (env[k] != NULL) {
-        free(env[k]);
-        env[k] = xstrdup(kv);
-      } else {
-        env = wr_strv_push(env, kv);
-      }
-    }
+    for (size_t i = 0; layers[l] != NULL && layers[l][i] != NULL; i++)
+      env = wr_strv_setenv(env, layers[l][i]);
   }
   return env;
 }

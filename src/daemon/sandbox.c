@@ -658,18 +658,8 @@ static int merge_env(const struct create_req *c, char ***env, wr_error_t *err) {
     return 0;
   if (wr_json_env(c->env, "env", &mine, err) < 0)
     return -1;
-  for (size_t i = 0; mine[i] != NULL; i++) {
-    size_t klen = (size_t)(strchr(mine[i], '=') - mine[i]), k;
-    for (k = 0; (*env)[k] != NULL; k++)
-      if (strncmp((*env)[k], mine[i], klen + 1) == 0)
-        break;
-    if ((*env)[k] != NULL) {
-      free((*env)[k]);
-      (*env)[k] = xstrdup(mine[i]);
-    } else {
-      *env = wr_strv_push(*env, mine[i]);
-    }
-  }
+  for (size_t i = 0; mine[i] != NULL; i++)
+    *env = wr_strv_setenv(*env, mine[i]);
   wr_strv_free(mine);
   return 0;
 }

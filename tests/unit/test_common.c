@@ -23,6 +23,22 @@ static void test_error_wrap(void **state) {
       err.msg, "create sandbox `a`: open `/x`: No such file or directory");
 }
 
+/* A later value for a name replaces the earlier one, in place. */
+static void test_strv_setenv(void **state) {
+  char **env = NULL;
+  (void)state;
+
+  env = wr_strv_setenv(env, "A=1");
+  env = wr_strv_setenv(env, "AB=2");
+  env = wr_strv_setenv(env, "A=3");
+  env = wr_strv_setenv(env, "B=");
+  assert_int_equal(wr_strv_len(env), 3);
+  assert_string_equal(env[0], "A=3");
+  assert_string_equal(env[1], "AB=2");
+  assert_string_equal(env[2], "B=");
+  wr_strv_free(env);
+}
+
 static void test_parse_size(void **state) {
   uint64_t v;
   wr_error_t err = {0};
@@ -272,6 +288,7 @@ static void test_rm_rf_wide(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_wrap),
+      cmocka_unit_test(test_strv_setenv),
       cmocka_unit_test(test_parse_size),
       cmocka_unit_test(test_parse_duration),
       cmocka_unit_test(test_names),
