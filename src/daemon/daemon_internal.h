@@ -303,6 +303,9 @@ void wr_network_sandbox_removed(struct wr_sandbox *sb);
  * NO_PROXY in both cases), the CA bundle paths, and a placeholder for
  * each secret's variables. NULL-ended "K=V" list (caller frees). */
 char **wr_network_env(struct wr_sandbox *sb);
+/* Whether NAME is one of the variables wr_network_env always sets (the
+ * proxy's and the CA's), which nothing else may set. */
+bool wr_network_sets_env(const char *name);
 /* Add "ports" (the sandbox's publications) to a sandbox object. */
 void wr_network_sandbox_json_extras(const struct wr_sandbox *sb, json_t *json);
 /* warren's CA certificate (PEM), for the sandbox's trust store. */

@@ -28,14 +28,6 @@
 #define ALLOW_MAX 32
 #define NPM_MAX 214 /* npm's own limit on a package name */
 
-/* Variables warren sets itself (network.c): a kit may not point the
- * agent elsewhere, or hide warren's CA from it. */
-static const char *const reserved_env[] = {
-    "HTTP_PROXY",    "HTTPS_PROXY",        "http_proxy",
-    "https_proxy",   "NO_PROXY",           "no_proxy",
-    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-};
-
 void wr_kit_free(struct wr_kit *k) {
   free(k->name);
   free(k->description);
@@ -143,10 +135,10 @@ static int check_env(const json_t *obj, char ***out, wr_error_t *err) {
                            "`env`: the name `%.32s...` is longer "
                            "than %d bytes",
                            key, ENV_NAME_MAX);
-    for (size_t i = 0; i < WR_ARRAY_SIZE(reserved_env); i++)
-      if (strcmp(key, reserved_env[i]) == 0)
-        return wr_error_setx(err, EINVAL,
-                             "`env.%s`: warren sets this variable itself", key);
+    /* A kit may not point the agent past the proxy or hide warren's CA. */
+    if (wr_network_sets_env(key))
+      return wr_error_setx(err, EINVAL,
+                           "`env.%s`: warren sets this variable itself", key);
     if (json_is_string(v) && json_string_length(v) > ENV_VALUE_MAX)
       return wr_error_setx(err, EINVAL, "`env.%s` is longer than %d bytes", key,
                            ENV_VALUE_MAX);

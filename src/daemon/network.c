@@ -769,23 +769,34 @@ void wr_network_sandbox_removed(struct wr_sandbox *sb) {
     wr_warn("sandbox %s: %s", sb->name, err.msg);
 }
 
+/* What every process of every sandbox gets: the proxy and warren's CA. */
+static const char *const fixed_env[] = {
+    "HTTP_PROXY=" WR_PROXY_URL,
+    "HTTPS_PROXY=" WR_PROXY_URL,
+    "http_proxy=" WR_PROXY_URL,
+    "https_proxy=" WR_PROXY_URL,
+    "NO_PROXY=" NO_PROXY,
+    "no_proxy=" NO_PROXY,
+    "SSL_CERT_FILE=" SYSTEM_CA_BUNDLE,
+    "REQUESTS_CA_BUNDLE=" SYSTEM_CA_BUNDLE,
+    "NODE_EXTRA_CA_CERTS=" WARREN_CA_FILE,
+};
+
+bool wr_network_sets_env(const char *name) {
+  size_t n = strlen(name);
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(fixed_env); i++)
+    if (strncmp(fixed_env[i], name, n) == 0 && fixed_env[i][n] == '=')
+      return true;
+  return false;
+}
+
 char **wr_network_env(struct wr_sandbox *sb) {
-  static const char *const fixed[] = {
-      "HTTP_PROXY=" WR_PROXY_URL,
-      "HTTPS_PROXY=" WR_PROXY_URL,
-      "http_proxy=" WR_PROXY_URL,
-      "https_proxy=" WR_PROXY_URL,
-      "NO_PROXY=" NO_PROXY,
-      "no_proxy=" NO_PROXY,
-      "SSL_CERT_FILE=" SYSTEM_CA_BUNDLE,
-      "REQUESTS_CA_BUNDLE=" SYSTEM_CA_BUNDLE,
-      "NODE_EXTRA_CA_CERTS=" WARREN_CA_FILE,
-  };
   struct wr_network *nw = sb->d->network;
   char **env = xcalloc(1, sizeof(char *));
 
-  for (size_t i = 0; i < WR_ARRAY_SIZE(fixed); i++)
-    env = wr_strv_push(env, fixed[i]);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(fixed_env); i++)
+    env = wr_strv_push(env, fixed_env[i]);
   for (size_t i = 0; nw != NULL && nw->secret_env[i] != NULL; i++) {
     _cleanup_free_ char *kv =
         xasprintf("%s=" WR_SECRET_PLACEHOLDER, nw->secret_env[i]);

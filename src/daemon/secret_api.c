@@ -33,20 +33,9 @@ static const char *const reserved_headers[] = {
     "proxy-authorization",
 };
 
-/* Variables warren sets in every process itself (network.c). */
-static const char *const reserved_env[] = {
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "NO_PROXY",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "REQUESTS_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-    "PATH",
-    "HOME",
-};
+/* Variables warren sets in every process itself: the network's
+ * (wr_network_sets_env) and these. */
+static const char *const reserved_env[] = {"PATH", "HOME"};
 
 /* ---- validation ---------------------------------------------------------- */
 
@@ -137,6 +126,8 @@ static int check_env_name(const char *name, wr_error_t *err) {
   for (size_t i = 0; i < WR_ARRAY_SIZE(reserved_env); i++)
     if (strcmp(name, reserved_env[i]) == 0)
       return wr_error_setx(err, EINVAL, "`%s` is set by warren itself", name);
+  if (wr_network_sets_env(name))
+    return wr_error_setx(err, EINVAL, "`%s` is set by warren itself", name);
   return 0;
 }
 

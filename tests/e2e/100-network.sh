@@ -1134,6 +1134,17 @@ test_redirect_carries_no_credential() {
 # The credential goes only with requests for the secret's host: a
 # request inside an intercepted connection that names another host does
 # not get it.
+# A secret's variables cannot take the names warren sets in every process.
+test_secret_env_cannot_take_warren_variables() {
+  local out v
+  for v in HTTPS_PROXY no_proxy NODE_EXTRA_CA_CERTS PATH HOME; do
+    out=$(printf x | must_fail "$WARREN" secret set envsvc \
+      --host api.up.test --header X-Api-Key --env "$v")
+    assert_contains "$out" "\`$v\` is set by warren itself" "--env $v"
+  done
+  assert_not_contains "$("$WARREN" secret ls)" envsvc "secret ls"
+}
+
 test_secret_not_sent_on_host_mismatch() {
   local m secret
   up_start
