@@ -313,8 +313,11 @@ int wr_cli_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,
 
 /* ---- lifecycle commands (lifecycle.c) ------------------------------------ */
 
-/* POST /v1/sandboxes/{name}<suffix> with body (may be NULL) for each name,
- * printing each name done (see wr_cli_each). */
+/* POST /v1/sandboxes/{name}<suffix> with body (may be NULL). */
+int wr_cli_sandbox_post(const struct wr_cli_ctx *ctx, const char *name,
+                        const char *suffix, const json_t *body,
+                        wr_error_t *err);
+/* The same for each name, printing each name done (see wr_cli_each). */
 int wr_cli_post_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,
                      const char *suffix, const json_t *body);
 /* All of start, pause and resume: --help, one or more names, the POST. */

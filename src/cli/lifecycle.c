@@ -9,12 +9,19 @@ struct action {
   const json_t *body;
 };
 
+int wr_cli_sandbox_post(const struct wr_cli_ctx *ctx, const char *name,
+                        const char *suffix, const json_t *body,
+                        wr_error_t *err) {
+  _cleanup_free_ char *path = wr_cli_sandbox_path(name, suffix);
+
+  return wr_cli_call(ctx, "POST", path, body, NULL, NULL, err);
+}
+
 static int post_action(const struct wr_cli_ctx *ctx, const char *name,
                        void *arg, wr_error_t *err) {
   const struct action *a = arg;
-  _cleanup_free_ char *path = wr_cli_sandbox_path(name, a->suffix);
 
-  return wr_cli_call(ctx, "POST", path, a->body, NULL, NULL, err);
+  return wr_cli_sandbox_post(ctx, name, a->suffix, a->body, err);
 }
 
 int wr_cli_post_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,

@@ -47,12 +47,11 @@ static const struct option longopts[] = {
  * the check ran since rm started it). */
 static int post(const struct wr_cli_ctx *ctx, const char *name,
                 const char *suffix, wr_error_t *err) {
-  _cleanup_free_ char *path = wr_cli_sandbox_path(name, suffix);
   _cleanup_json_ json_t *body = NULL;
 
   if (strcmp(suffix, "/stop") == 0)
     body = json_pack("{s:i}", "timeout", 0);
-  return wr_cli_call(ctx, "POST", path, body, NULL, NULL, err);
+  return wr_cli_sandbox_post(ctx, name, suffix, body, err);
 }
 
 /* The refusal: which branches, how many commits, and the ways on. */

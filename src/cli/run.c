@@ -129,7 +129,6 @@ static int get_sandbox(const struct wr_cli_ctx *ctx, const char *name,
  * start does both and answers when it runs). */
 static int ensure_running(const struct wr_cli_ctx *ctx, const char *name,
                           const json_t *sb) {
-  _cleanup_free_ char *path = wr_cli_sandbox_path(name, "/start");
   const char *state = wr_cli_jstr(sb, "state");
   wr_error_t err = {0};
 
@@ -139,7 +138,7 @@ static int ensure_running(const struct wr_cli_ctx *ctx, const char *name,
     fprintf(stderr, "starting sandbox `%s`\n", name);
   else if (strcmp(state, "paused") == 0)
     fprintf(stderr, "resuming sandbox `%s`\n", name);
-  if (wr_cli_call(ctx, "POST", path, NULL, NULL, NULL, &err) < 0)
+  if (wr_cli_sandbox_post(ctx, name, "/start", NULL, &err) < 0)
     return wr_cli_fail(-1, "start sandbox `%s`: %s", name, err.msg);
   return 0;
 }

@@ -37,12 +37,6 @@ struct helper {
 
 /* ---- the sandbox --------------------------------------------------------- */
 
-static int lifecycle(struct helper *h, const char *action, wr_error_t *err) {
-  _cleanup_free_ char *path = wr_cli_sandbox_path(h->name, action);
-
-  return wr_cli_call(&h->ctx, "POST", path, NULL, NULL, NULL, err);
-}
-
 /* A clone-mode sandbox that runs, or a message that says what to do. A
  * stopped one is started for the fetch (it takes milliseconds) and
  * stopped again when git is done with us, as `warren rm` does. */
@@ -58,7 +52,7 @@ static int check_sandbox(struct helper *h, wr_error_t *err) {
                         "repository to fetch from",
                         n);
   if (strcmp(h->info.state, "stopped") == 0) {
-    if (lifecycle(h, "/start", err) < 0)
+    if (wr_cli_sandbox_post(&h->ctx, h->name, "/start", NULL, err) < 0)
       return wr_error_wrap(err, "start sandbox `%s` for the fetch", n);
     h->started = true;
     return 0;
@@ -513,7 +507,7 @@ int wr_gitremote_main(int argc, char **argv) {
   r = converse(&h, &err);
   if (r < 0)
     wr_cli_fail(0, "%s", err.msg);
-  if (h.started && lifecycle(&h, "/stop", &err) < 0)
+  if (h.started && wr_cli_sandbox_post(&h.ctx, h.name, "/stop", NULL, &err) < 0)
     wr_cli_fail(0, "warning: could not stop sandbox `%s` again: %s", h.name,
                 err.msg);
   if (h.bundle >= 0)
