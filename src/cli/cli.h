@@ -498,11 +498,6 @@ struct wr_cli_run_in {
  * exited, whatever its exit code; -1 when it could not run. */
 int wr_cli_run_in(const struct wr_cli_ctx *ctx, const char *name,
                   struct wr_cli_run_in *r, wr_error_t *err);
-/* The short form: stdout into out (at most max_out bytes), stderr written
- * to ours (defused), *exit_code the command's. */
-int wr_cli_exec_capture(const struct wr_cli_ctx *ctx, const char *name,
-                        char *const argv[], const char *cwd, int *exit_code,
-                        wr_buf_t *out, size_t max_out, wr_error_t *err);
 /* Append text from a sandbox to out with the control characters that a
  * terminal would obey (all but newline and tab) replaced by '?'. */
 void wr_cli_defuse(const char *data, size_t len, wr_buf_t *out);

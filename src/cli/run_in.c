@@ -179,15 +179,3 @@ int wr_cli_run_in(const struct wr_cli_ctx *ctx, const char *name,
         err, 0, "the connection to warrend ended before `%s` exited", cap.what);
   return 0;
 }
-
-int wr_cli_exec_capture(const struct wr_cli_ctx *ctx, const char *name,
-                        char *const argv[], const char *cwd, int *exit_code,
-                        wr_buf_t *out, size_t max_out, wr_error_t *err) {
-  struct wr_cli_run_in r = {
-      .argv = argv, .cwd = cwd, .out = out, .max_out = max_out};
-
-  if (wr_cli_run_in(ctx, name, &r, err) < 0)
-    return -1;
-  *exit_code = r.exit_code;
-  return 0;
-}
