@@ -183,16 +183,24 @@ static json_t *limits_json(const struct wr_sandbox_spec *s) {
                    "disk_bytes", size_or_null(s->disk_bytes));
 }
 
+/* The workspace as stored (see workspace_from_json). */
+static json_t *workspace_stored(const struct wr_sandbox_spec *s) {
+  return json_pack("{s:s,s:s,s:I,s:I}", "mode", s->ws_mode, "path", s->ws_path,
+                   "uid", (json_int_t)s->ws_uid, "gid", (json_int_t)s->ws_gid);
+}
+
+/* ... and for clients, with where it is inside. */
 static json_t *workspace_json(const struct wr_sandbox_spec *s) {
-  bool clone;
+  json_t *j;
 
   if (s->ws_path == NULL)
     return json_null();
-  clone = strcmp(s->ws_mode, "clone") == 0;
-  return json_pack("{s:s,s:s,s:s,s:o,s:I,s:I}", "mode", s->ws_mode, "path",
-                   s->ws_path, "mount", WR_WORKSPACE, "origin",
-                   clone ? json_string(WR_ORIGIN) : json_null(), "uid",
-                   (json_int_t)s->ws_uid, "gid", (json_int_t)s->ws_gid);
+  j = workspace_stored(s);
+  json_object_set_new(j, "mount", json_string(WR_WORKSPACE));
+  json_object_set_new(j, "origin",
+                      strcmp(s->ws_mode, "clone") == 0 ? json_string(WR_ORIGIN)
+                                                       : json_null());
+  return j;
 }
 
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
@@ -229,10 +237,7 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
   if (s->agent != NULL)
     json_object_set_new(j, "agent", json_string(s->agent));
   if (s->ws_path != NULL)
-    json_object_set_new(
-        j, "workspace",
-        json_pack("{s:s,s:s,s:I,s:I}", "mode", s->ws_mode, "path", s->ws_path,
-                  "uid", (json_int_t)s->ws_uid, "gid", (json_int_t)s->ws_gid));
+    json_object_set_new(j, "workspace", workspace_stored(s));
   return wr_json_dumps(j);
 }
 
