@@ -12,6 +12,10 @@ WR_HELPERS=${WR_HELPERS:-$WR_TOP/build/helpers}
 # The state root is kept between runs so the base image is built once.
 WR_ROOT=${WARREN_TEST_ROOT:-/var/lib/warren-test}
 WR_RUN=${WR_RUN:-/run/warren-test}
+# The cgroup below which the test daemon puts sandboxes (start_daemon's
+# --cgroup-parent). Several test daemons may share it on one host, so
+# cgroups and processes are attributed to a state root by sandbox id.
+WR_CG_PARENT=${WR_CG_PARENT:-warren-test}
 WR_SOCK=$WR_RUN/warrend.sock
 WR_LOG=${WR_LOG:-$WR_RUN/warrend.log}
 export WARREN_HOST="unix:$WR_SOCK"
@@ -83,7 +87,7 @@ daemon_pid() {
 start_daemon() {
   mkdir -p "$WR_RUN"
   "$WR_BIN/warrend" --root "$WR_ROOT" --socket "$WR_SOCK" \
-    --cgroup-parent warren-test --log-level debug "$@" >>"$WR_LOG" 2>&1 &
+    --cgroup-parent "$WR_CG_PARENT" --log-level debug "$@" >>"$WR_LOG" 2>&1 &
   echo $! >"$WR_RUN/warrend.pid"
   disown $! 2>/dev/null || true
   for _ in $(seq 1 200); do
@@ -142,7 +146,7 @@ host_traces() { # ID
   local id=$1
   {
     grep -c " $WR_ROOT/sandboxes/$id" /proc/self/mountinfo || true
-    ls -d /sys/fs/cgroup/*/warren-test/"$id" /sys/fs/cgroup/warren-test/"$id" 2>/dev/null || true
+    ls -d /sys/fs/cgroup/*/"$WR_CG_PARENT/$id" /sys/fs/cgroup/"$WR_CG_PARENT/$id" 2>/dev/null || true
     ls -d "$WR_ROOT/sandboxes/$id" 2>/dev/null || true
   } | tr '\n' ' '
 }
@@ -180,7 +184,7 @@ sb_state() { # NAME
 # Host pids whose cgroup (in any hierarchy, /proc/PID/cgroup) is the
 # sandbox's or below it: nothing of the sandbox can hide from this.
 procs_in_sandbox_cgroup() { # ID
-  grep -l -- "/warren-test/$1\(/\|$\)" /proc/[0-9]*/cgroup 2>/dev/null |
+  grep -l -- "/$WR_CG_PARENT/$1\(/\|$\)" /proc/[0-9]*/cgroup 2>/dev/null |
     sed 's|/proc/\([0-9]*\)/cgroup|\1|' | tr '\n' ' ' || true
 }
 
@@ -219,11 +223,6 @@ INSIDE_PS='for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = $$ ] && continue
 echo "$a $b $c"; done; true'
 
 # ---- helpers for the isolation, recovery and cgroup v2 tests -------------
-
-# The cgroup below which the test daemon puts sandboxes (start_daemon's
-# --cgroup-parent). Several test daemons may share it on one host, so
-# cgroups and processes are attributed to a state root by sandbox id.
-WR_CG_PARENT=${WR_CG_PARENT:-warren-test}
 
 # Whether PID exists and is not a zombie waiting to be reaped.
 pid_alive() {

@@ -44,11 +44,11 @@ test_create_options_are_applied() {
   assert_eq lc-opts "$("$WARREN" exec "$id" -- hostname)" "exec by id"
 
   # The limits are real: the cgroups hold them and the kernel enforces them.
-  assert_eq 200 "$(cat /sys/fs/cgroup/pids/warren-test/"$id"/pids.max \
-    2>/dev/null || cat /sys/fs/cgroup/unified/warren-test/"$id"/pids.max)" \
+  assert_eq 200 "$(cat /sys/fs/cgroup/pids/"$WR_CG_PARENT/$id"/pids.max \
+    2>/dev/null || cat /sys/fs/cgroup/unified/"$WR_CG_PARENT/$id"/pids.max)" \
     "pids cgroup limit"
-  mem=$(cat /sys/fs/cgroup/memory/warren-test/"$id"/memory.limit_in_bytes \
-    2>/dev/null || cat /sys/fs/cgroup/unified/warren-test/"$id"/memory.max)
+  mem=$(cat /sys/fs/cgroup/memory/"$WR_CG_PARENT/$id"/memory.limit_in_bytes \
+    2>/dev/null || cat /sys/fs/cgroup/unified/"$WR_CG_PARENT/$id"/memory.max)
   assert_eq 268435456 "$mem" "memory cgroup limit"
   out=$("$WARREN" exec lc-opts -- python3 -c '
 import os, time
