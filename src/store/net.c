@@ -200,7 +200,7 @@ void wr_rule_recs_free(struct wr_rule_rec *recs, size_t n) {
   free(recs);
 }
 
-/* ---- the policy log ------------------------------------------------------ */
+/* ---- the policy log: entries --------------------------------------------- */
 
 #define NETLOG_COLUMNS                                                         \
   "id, time_ms, sandbox_id, kind, host, addr, port, allow, rule, reason, "     \
@@ -242,27 +242,169 @@ static int bind_netlog(sqlite3_stmt *stmt, const struct wr_netlog_rec *rec) {
   return 0;
 }
 
-/*
- * Ids only grow (a new row takes the largest id plus one, and only the
- * oldest rows are ever deleted), so "the newest KEEP rows" is a range of
- * the primary key: one indexed DELETE every PRUNE_EVERY inserts, with no
- * counter to keep.
- */
-static int prune_netlog(wr_store_t *st, int64_t last_id, wr_error_t *err) {
-  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+/* ---- the policy log: retention ------------------------------------------ */
 
-  if (wr_store_prepare(st, "DELETE FROM policy_log WHERE id <= ?1", &stmt,
-                       err) < 0)
-    return -1;
-  if (sqlite3_bind_int64(stmt, 1, last_id - WR_NETLOG_KEEP) != SQLITE_OK)
-    return wr_store_fail(st, err);
-  return wr_store_run(st, stmt, NULL, err);
+int wr_store_netlog_set_limits(wr_store_t *st,
+                               const struct wr_netlog_limits *limits,
+                               wr_error_t *err) {
+  if (limits->max < 1 || limits->max > INT64_MAX || limits->sandbox_max < 1 ||
+      limits->sandbox_max > limits->max)
+    return wr_store_error(err, EINVAL,
+                          "the log must keep at least one entry, and no "
+                          "more per sandbox than in all");
+  st->netlog = *limits;
+  return 0;
 }
 
+/* The holder's key of an entry's sandbox; NULL names no sandbox. */
+static const char *holder_key(const char *sandbox_id) {
+  return sandbox_id != NULL ? sandbox_id : "";
+}
+
+static int64_t held(const wr_store_t *st, const char *key) {
+  return json_integer_value(json_object_get(st->netlog_held, key));
+}
+
+/* Record a change in what a holder holds; one that holds nothing more is
+ * forgotten (its dropped count stays in the table). */
+static void add_held(wr_store_t *st, const char *key, int64_t delta) {
+  int64_t now = held(st, key) + delta;
+
+  st->netlog_total += delta;
+  if (now > 0)
+    json_object_set_new(st->netlog_held, key, json_integer(now));
+  else
+    json_object_del(st->netlog_held, key);
+}
+
+/* Uses the index on (sandbox_id, id), so this reads no entry's row. */
+int wr_store_netlog_load(wr_store_t *st, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  json_decref(st->netlog_held);
+  st->netlog_held = json_object();
+  st->netlog_total = 0;
+  if (wr_store_prepare(st,
+                       "SELECT IFNULL(sandbox_id, ''), COUNT(*) FROM "
+                       "policy_log GROUP BY sandbox_id",
+                       &stmt, err) < 0)
+    return -1;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+    add_held(st, (const char *)sqlite3_column_text(stmt, 0),
+             sqlite3_column_int64(stmt, 1));
+  return rc == SQLITE_DONE ? 0 : wr_store_fail(st, err);
+}
+
+/*
+ * Drop up to `count` of a holder's oldest entries and count them as
+ * dropped; *done gets how many went. The newest entry of the whole log is
+ * never among them: ids are the largest id plus one, so deleting it would
+ * hand its id out again, and a client paging with `after` would miss the
+ * entry that got it.
+ */
+static int delete_oldest(wr_store_t *st, const char *key, int64_t count,
+                         int64_t *done, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *del = NULL;
+  _cleanup_stmt_ sqlite3_stmt *add = NULL;
+  int changes = 0;
+
+  if (wr_store_prepare(st,
+                       "DELETE FROM policy_log WHERE id IN (SELECT id FROM "
+                       "policy_log WHERE sandbox_id IS ?1 AND id < (SELECT "
+                       "MAX(id) FROM policy_log) ORDER BY id LIMIT ?2)",
+                       &del, err) < 0 ||
+      wr_store_prepare(st,
+                       "INSERT INTO policy_log_dropped (sandbox_id, dropped) "
+                       "VALUES (?1, ?2) ON CONFLICT (sandbox_id) DO UPDATE "
+                       "SET dropped = dropped + excluded.dropped",
+                       &add, err) < 0)
+    return -1;
+  if (wr_store_bind_str(del, 1, *key != '\0' ? key : NULL) != SQLITE_OK ||
+      sqlite3_bind_int64(del, 2, count) != SQLITE_OK)
+    return wr_store_fail(st, err);
+  if (wr_store_run(st, del, &changes, err) < 0)
+    return -1;
+  if (wr_store_bind_str(add, 1, key) != SQLITE_OK ||
+      sqlite3_bind_int64(add, 2, changes) != SQLITE_OK)
+    return wr_store_fail(st, err);
+  *done = changes;
+  return wr_store_run(st, add, NULL, err);
+}
+
+/* The deletion and its count commit together, and only then is the
+ * count in memory changed. */
+static int evict(wr_store_t *st, const char *key, int64_t count, int64_t *done,
+                 wr_error_t *err) {
+  if (wr_store_exec(st, "SAVEPOINT evict", err) < 0)
+    return -1;
+  if (delete_oldest(st, key, count, done, err) < 0 ||
+      wr_store_exec(st, "RELEASE evict", err) < 0) {
+    wr_store_exec(st, "ROLLBACK TO evict; RELEASE evict", NULL);
+    return -1;
+  }
+  add_held(st, key, -*done);
+  return 0;
+}
+
+/* The largest holder (its key, borrowed from the map until it changes)
+ * and what the next largest holds (0 when there is none). */
+static const char *largest_holders(const wr_store_t *st, int64_t *first,
+                                   int64_t *second) {
+  const char *key, *top = NULL;
+  json_t *v;
+
+  *first = *second = 0;
+  json_object_foreach (st->netlog_held, key, v) {
+    int64_t n = json_integer_value(v);
+    if (n > *first) {
+      *second = *first;
+      *first = n;
+      top = key;
+    } else if (n > *second) {
+      *second = n;
+    }
+  }
+  return top;
+}
+
+/*
+ * Bring all holders together back to the cap, taking from the largest
+ * first: down to the next largest holder, at least a small batch each
+ * round, so that holders of equal size take turns. A sandbox's own quota
+ * keeps any one holder near sandbox_max, so this acts only when many
+ * sandboxes are full.
+ */
+static int enforce_cap(wr_store_t *st, wr_error_t *err) {
+  int64_t max = (int64_t)st->netlog.max;
+  int64_t batch = WR_MAX(WR_NETLOG_SLACK(max) / 10, 1);
+
+  while (st->netlog_total > max) {
+    int64_t first, second, done = 0;
+    const char *top = largest_holders(st, &first, &second);
+    _cleanup_free_ char *key = xstrdup(top != NULL ? top : "");
+
+    if (evict(st, key,
+              WR_MIN(WR_MAX(first - second, batch), st->netlog_total - max),
+              &done, err) < 0)
+      return -1;
+    if (done == 0)
+      break; /* only the newest entry is left to that holder */
+  }
+  return 0;
+}
+
+/*
+ * One INSERT, as cheap as a log can be; the counts are in memory. Past a
+ * limit by its slack, a batch of old entries goes. A failure there is
+ * reported, but the entry itself is logged.
+ */
 int wr_store_netlog_add(wr_store_t *st, const struct wr_netlog_rec *rec,
                         int64_t *id, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  int64_t rowid;
+  int64_t quota = (int64_t)st->netlog.sandbox_max;
+  int64_t max = (int64_t)st->netlog.max, done = 0;
+  const char *key = holder_key(rec->sandbox_id);
 
   if (rec->kind == NULL)
     return wr_store_error(err, EINVAL, "a log entry needs a kind");
@@ -277,11 +419,30 @@ int wr_store_netlog_add(wr_store_t *st, const struct wr_netlog_rec *rec,
     return wr_store_fail(st, err);
   if (wr_store_run(st, stmt, NULL, err) < 0)
     return wr_error_wrap(err, "log");
-  rowid = sqlite3_last_insert_rowid(st->db);
   if (id != NULL)
-    *id = rowid;
-  if (rowid % WR_NETLOG_PRUNE_EVERY == 0 && rowid > WR_NETLOG_KEEP)
-    return prune_netlog(st, rowid, err);
+    *id = sqlite3_last_insert_rowid(st->db);
+  add_held(st, key, 1);
+  if (held(st, key) > quota + WR_NETLOG_SLACK(quota) &&
+      evict(st, key, held(st, key) - quota, &done, err) < 0)
+    return wr_error_wrap(err, "trim the log of `%s`", key);
+  if (st->netlog_total > max + WR_NETLOG_SLACK(max) && enforce_cap(st, err) < 0)
+    return wr_error_wrap(err, "trim the log");
+  return 0;
+}
+
+int wr_store_netlog_dropped(wr_store_t *st, const char *sandbox_id,
+                            uint64_t *dropped, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  if (wr_store_prepare(st,
+                       "SELECT IFNULL(SUM(dropped), 0) FROM policy_log_dropped "
+                       "WHERE ?1 IS NULL OR sandbox_id = ?1",
+                       &stmt, err) < 0)
+    return -1;
+  if (wr_store_bind_str(stmt, 1, sandbox_id) != SQLITE_OK ||
+      sqlite3_step(stmt) != SQLITE_ROW)
+    return wr_store_fail(st, err);
+  *dropped = (uint64_t)sqlite3_column_int64(stmt, 0);
   return 0;
 }
 

@@ -96,6 +96,13 @@ static const char *const migrations[] = {
     "  UNIQUE (addr, host_port),"
     "  UNIQUE (sandbox_id, host_port)"
     ");",
+    /* 3: the policy log's retention (store.h): how many older entries
+     * of each sandbox were dropped. '' stands for entries that name no
+     * sandbox. */
+    "CREATE TABLE policy_log_dropped ("
+    "  sandbox_id TEXT PRIMARY KEY NOT NULL,"
+    "  dropped INTEGER NOT NULL CHECK (dropped >= 0)"
+    ") WITHOUT ROWID;",
 };
 
 /* The built-in scripts followed by a test's extra ones. */
@@ -295,8 +302,10 @@ int wr_store_open_with(const char *path, const char *const *extra,
   if (create_private(path, err) < 0)
     return wr_error_wrap(err, "database `%s`", path);
   st = xcalloc(1, sizeof(*st));
+  st->netlog.max = WR_NETLOG_MAX;
+  st->netlog.sandbox_max = WR_NETLOG_SANDBOX_MAX;
   if (open_db(st, path, err) < 0 || configure(st, err) < 0 ||
-      migrate(st, &ml, err) < 0) {
+      migrate(st, &ml, err) < 0 || wr_store_netlog_load(st, err) < 0) {
     wr_store_close(st);
     return wr_error_wrap(err, "database `%s`", path);
   }
@@ -313,6 +322,7 @@ void wr_store_close(wr_store_t *st) {
   if (st == NULL)
     return;
   sqlite3_close_v2(st->db);
+  json_decref(st->netlog_held);
   free(st);
 }
 

@@ -124,10 +124,31 @@ int wr_store_rule_delete(wr_store_t *st, int64_t id, wr_error_t *err);
 void wr_rule_rec_free(struct wr_rule_rec *rec);
 void wr_rule_recs_free(struct wr_rule_rec *recs, size_t n);
 
-/* How many log entries are kept: older ones are pruned every
- * WR_NETLOG_PRUNE_EVERY inserts, so at most KEEP + PRUNE_EVERY exist. */
-#define WR_NETLOG_KEEP 100000
-#define WR_NETLOG_PRUNE_EVERY 1000
+/*
+ * Retention of the log. Each sandbox keeps its newest `sandbox_max`
+ * entries, so that one sandbox's flood of cheap denied lookups cannot push
+ * its neighbours' records out; all sandboxes together keep at most `max`,
+ * and when they hold more the largest holder loses its oldest entries
+ * first. Every entry dropped is counted for the sandbox that made it
+ * (wr_store_netlog_dropped). Limits are enforced in steps of
+ * WR_NETLOG_SLACK(limit) entries, so the insert path deletes in batches,
+ * not at every insert: at most limit + slack entries exist.
+ */
+#define WR_NETLOG_MAX 100000
+#define WR_NETLOG_SANDBOX_MAX 10000
+#define WR_NETLOG_SLACK(limit)                                                 \
+  ((limit) / 10 < 1 ? 1 : (limit) / 10 > 1000 ? 1000 : (limit) / 10)
+
+struct wr_netlog_limits {
+  uint64_t max;         /* all sandboxes together, >= 1 */
+  uint64_t sandbox_max; /* each sandbox, 1 to max */
+};
+
+/* Set the limits (the defaults above until then); EINVAL when they are
+ * out of range. Applied from the next insert on. */
+int wr_store_netlog_set_limits(wr_store_t *st,
+                               const struct wr_netlog_limits *limits,
+                               wr_error_t *err);
 
 /* One decision of the egress proxy or DNS server. */
 struct wr_netlog_rec {
@@ -145,7 +166,10 @@ struct wr_netlog_rec {
   uint64_t bytes_up, bytes_down;
 };
 
-/* Append an entry (rec->id is ignored); *id gets its id (may be NULL). */
+/* Append an entry (rec->id is ignored); *id gets its id (may be NULL).
+ * Then, when a limit is passed by its slack, drop the oldest entries of
+ * the sandbox over its quota, or of the largest holders over the cap. A
+ * failure there is an error too, but the entry is in the log. */
 int wr_store_netlog_add(wr_store_t *st, const struct wr_netlog_rec *rec,
                         int64_t *id, wr_error_t *err);
 /* Entries of one sandbox (or all when sandbox_id is NULL), oldest first:
@@ -154,6 +178,10 @@ int wr_store_netlog_add(wr_store_t *st, const struct wr_netlog_rec *rec,
 int wr_store_netlog_list(wr_store_t *st, const char *sandbox_id, int64_t after,
                          size_t limit, struct wr_netlog_rec **recs, size_t *n,
                          wr_error_t *err);
+/* How many entries of one sandbox (or of all, when sandbox_id is NULL)
+ * were dropped to keep within the limits; 0 for a sandbox never logged. */
+int wr_store_netlog_dropped(wr_store_t *st, const char *sandbox_id,
+                            uint64_t *dropped, wr_error_t *err);
 void wr_netlog_rec_free(struct wr_netlog_rec *rec);
 void wr_netlog_recs_free(struct wr_netlog_rec *recs, size_t n);
 

@@ -10,12 +10,23 @@
 
 #include "store/store.h"
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 struct wr_store {
   sqlite3 *db;
-  int version; /* schema version after migrations */
+  int version;                    /* schema version after migrations */
+  struct wr_netlog_limits netlog; /* the policy log's retention */
+  /* How many entries of the policy log each holder (a sandbox id, or ""
+   * for entries that name none) holds, and all together: counted at open
+   * and kept here rather than in a table, so that an insert writes one row
+   * and nothing else. This process is the log's only writer. */
+  json_t *netlog_held;
+  int64_t netlog_total;
 };
+
+/* Count the policy log's entries per holder (at open). */
+int wr_store_netlog_load(wr_store_t *st, wr_error_t *err);
 
 /* sqlite3_finalize(NULL) is a no-op, so an unused statement is fine. */
 static inline void wr_store_finalizep(sqlite3_stmt **stmt) {

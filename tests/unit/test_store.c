@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 2
+#define VERSION 3
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -558,10 +558,10 @@ static void test_migration_2_adds_network_tables(void **state) {
   wr_store_close(st);
   raw_exec(fx->db, "DROP TABLE settings; DROP TABLE policy_rules;"
                    "DROP TABLE policy_log; DROP TABLE secrets;"
-                   "DROP TABLE ports;"
-                   "DELETE FROM schema_migrations WHERE version = 2");
+                   "DROP TABLE ports; DROP TABLE policy_log_dropped;"
+                   "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
-  assert_int_equal(wr_store_version(st), 2);
+  assert_int_equal(wr_store_version(st), VERSION);
   assert_int_equal(wr_store_sandbox_get(st, "web", &rec, NULL), 0);
   wr_sandbox_rec_free(&rec);
   assert_int_equal(wr_store_setting_set(st, "policy.preset", "open", NULL), 0);
@@ -808,33 +808,206 @@ static size_t log_rows(wr_store_t *st) {
   return (size_t)sqlite3_column_int64(stmt, 0);
 }
 
-/* The log keeps the newest WR_NETLOG_KEEP entries, pruned in steps. The
- * table is filled by one statement, as entries one to total - 1. */
-static void test_netlog_is_pruned(void **state) {
-  struct fixture *fx = *state;
-  int64_t total = WR_NETLOG_KEEP + WR_NETLOG_PRUNE_EVERY;
-  _cleanup_stmt_ sqlite3_stmt *fill = NULL;
-  int64_t id = 0;
-  wr_store_t *st = open_ok(fx);
+/* How many entries one sandbox holds now, on the store's connection. */
+static int64_t held_by(wr_store_t *st, const char *sandbox) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
 
   assert_int_equal(wr_store_prepare(st,
-                                    "WITH RECURSIVE n (i) AS (SELECT 1 UNION "
-                                    "ALL SELECT i + 1 FROM n WHERE i < ?1) "
-                                    "INSERT INTO policy_log (time_ms, kind, "
-                                    "allow) SELECT i, 'dns', 1 FROM n",
-                                    &fill, NULL),
+                                    "SELECT COUNT(*) FROM policy_log WHERE "
+                                    "sandbox_id = ?1",
+                                    &stmt, NULL),
                    0);
-  assert_int_equal(sqlite3_bind_int64(fill, 1, total - 1), SQLITE_OK);
-  assert_int_equal(wr_store_run(st, fill, NULL, NULL), 0);
-  assert_int_equal(log_rows(st), total - 1);
-  log_ok(st, "sb-1", "example.com", true, &id);
-  assert_int_equal(id, total);
-  assert_int_equal(log_rows(st), WR_NETLOG_KEEP);
-  log_ok(st, "sb-1", "example.com", true, &id);
-  assert_int_equal(log_rows(st), WR_NETLOG_KEEP + 1);
+  assert_int_equal(wr_store_bind_str(stmt, 1, sandbox), SQLITE_OK);
+  assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+  return sqlite3_column_int64(stmt, 0);
+}
+
+static uint64_t dropped_of(wr_store_t *st, const char *sandbox) {
+  uint64_t n = UINT64_MAX;
+  wr_error_t err = {0};
+
+  if (wr_store_netlog_dropped(st, sandbox, &n, &err) < 0)
+    fail_msg("dropped: %s", err.msg);
+  return n;
+}
+
+static void log_many(wr_store_t *st, const char *sandbox, int count) {
+  for (int i = 0; i < count; i++)
+    log_ok(st, sandbox, "flood.example", false, NULL);
+}
+
+/* The counts in memory agree with the rows they count. */
+static void assert_counts_match(wr_store_t *st) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+  int64_t total = 0;
+  size_t holders = 0;
+
+  assert_int_equal(wr_store_prepare(st,
+                                    "SELECT IFNULL(sandbox_id, ''), COUNT(*) "
+                                    "FROM policy_log GROUP BY 1",
+                                    &stmt, NULL),
+                   0);
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    json_t *n = json_object_get(st->netlog_held,
+                                (const char *)sqlite3_column_text(stmt, 0));
+    assert_non_null(n);
+    assert_int_equal(json_integer_value(n), sqlite3_column_int64(stmt, 1));
+    total += sqlite3_column_int64(stmt, 1);
+    holders++;
+  }
+  assert_int_equal(json_object_size(st->netlog_held), holders);
+  assert_int_equal(st->netlog_total, total);
+}
+
+/* A sandbox that floods the log loses its own oldest entries, never a
+ * neighbour's, and each one it loses is counted. */
+static void test_netlog_sandbox_quota(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_limits limits = {.max = 1000, .sandbox_max = 100};
+  struct wr_netlog_rec *recs = NULL;
+  wr_error_t err = {0};
+  int64_t neighbour = 0, last = 0;
+  size_t n = 0;
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_netlog_set_limits(st, &limits, &err), 0);
+  log_ok(st, "sb-b", "neighbour.example", true, &neighbour);
+  log_many(st, "sb-a", 499);
+  log_ok(st, "sb-a", "flood.example", false, &last);
+
+  assert_true(held_by(st, "sb-a") >= 100);
+  assert_true(held_by(st, "sb-a") <= 100 + WR_NETLOG_SLACK(100));
+  assert_int_equal(dropped_of(st, "sb-a"), 500 - held_by(st, "sb-a"));
+  assert_int_equal(dropped_of(st, "sb-b"), 0);
+  assert_int_equal(dropped_of(st, "sb-never"), 0);
+  assert_int_equal(dropped_of(st, NULL), dropped_of(st, "sb-a"));
+  assert_int_equal(wr_store_netlog_list(st, "sb-b", 0, 10, &recs, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(recs[0].id, neighbour);
+  assert_string_equal(recs[0].host, "neighbour.example");
+  wr_netlog_recs_free(recs, n);
+  /* What is kept is the flood's newest part. */
+  assert_int_equal(wr_store_netlog_list(st, "sb-a", 0, 1, &recs, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(recs[0].id, last);
+  wr_netlog_recs_free(recs, n);
+  assert_counts_match(st);
   wr_store_close(st);
-  assert_int_equal(count_rows(fx, "SELECT MIN(id) FROM policy_log"),
-                   WR_NETLOG_PRUNE_EVERY + 1);
+}
+
+/*
+ * Past the cap on all entries by its slack, the largest holder gives
+ * first, down to the next largest; the small holders keep everything.
+ * With a cap of 300 (slack 30), B logs 100, C 20, A 190 and D 21: the
+ * 331st entry is one too many, and the 31 entries that bring the log back
+ * to 300 are all A's.
+ */
+static void test_netlog_cap_takes_from_the_largest_first(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_limits limits = {.max = 300, .sandbox_max = 200};
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(WR_NETLOG_SLACK(300), 30);
+  assert_int_equal(wr_store_netlog_set_limits(st, &limits, &err), 0);
+  log_many(st, "sb-b", 100);
+  log_many(st, "sb-c", 20);
+  log_many(st, "sb-a", 190);
+  log_many(st, "sb-d", 20);
+  assert_int_equal(log_rows(st), 330);
+  log_many(st, "sb-d", 1);
+
+  assert_int_equal(log_rows(st), 300);
+  assert_int_equal(held_by(st, "sb-a"), 159);
+  assert_int_equal(dropped_of(st, "sb-a"), 31);
+  assert_int_equal(held_by(st, "sb-b"), 100);
+  assert_int_equal(held_by(st, "sb-c"), 20);
+  assert_int_equal(held_by(st, "sb-d"), 21);
+  assert_int_equal(dropped_of(st, NULL), 31);
+
+  /* Equal holders take turns, and the total stays bounded. */
+  log_many(st, "sb-b", 60);
+  log_many(st, "sb-c", 140);
+  log_many(st, "sb-d", 140);
+  assert_true(log_rows(st) <= 300 + WR_NETLOG_SLACK(300));
+  assert_true(held_by(st, "sb-a") <= 159);
+  assert_int_equal(dropped_of(st, NULL), 331 + 340 - log_rows(st));
+  assert_counts_match(st);
+  wr_store_close(st);
+}
+
+static void test_netlog_limits_are_checked(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_limits none = {.max = 0, .sandbox_max = 0};
+  struct wr_netlog_limits upside = {.max = 10, .sandbox_max = 11};
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_netlog_set_limits(st, &none, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+  assert_int_equal(wr_store_netlog_set_limits(st, &upside, &err), -1);
+  assert_int_equal(err.code, EINVAL);
+  assert_int_equal(st->netlog.max, WR_NETLOG_MAX);
+  assert_int_equal(st->netlog.sandbox_max, WR_NETLOG_SANDBOX_MAX);
+  wr_store_close(st);
+}
+
+/* A log from before retention was per sandbox is counted when the store
+ * opens, and over-full holders are trimmed at their next entry. The table
+ * is filled by one statement: 1000 entries of sb-a, 10 of sb-b, 5 of
+ * none. */
+static void test_existing_log_is_counted_at_open(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_limits limits = {.max = 10000, .sandbox_max = 500};
+  wr_store_t *st = open_ok(fx);
+
+  wr_store_close(st);
+  raw_exec(fx->db, "WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+                   "FROM n WHERE i < 1015) INSERT INTO policy_log (time_ms, "
+                   "sandbox_id, kind, allow) SELECT i, CASE WHEN i <= 1000 "
+                   "THEN 'sb-a' WHEN i <= 1010 THEN 'sb-b' END, 'dns', 0 "
+                   "FROM n");
+  st = open_ok(fx);
+  assert_counts_match(st);
+  assert_int_equal(st->netlog_total, 1015);
+  assert_int_equal(wr_store_netlog_set_limits(st, &limits, NULL), 0);
+  log_ok(st, "sb-a", "flood.example", false, NULL);
+  assert_int_equal(held_by(st, "sb-a"), 500);
+  assert_int_equal(dropped_of(st, "sb-a"), 501);
+  assert_int_equal(held_by(st, "sb-b"), 10);
+  assert_counts_match(st);
+  wr_store_close(st);
+}
+
+static int count_statements(unsigned type, void *arg, void *p, void *x) {
+  (void)type;
+  (void)p;
+  (void)x;
+  ++*(int *)arg;
+  return 0;
+}
+
+/* The insert path runs for every connection on the daemon's loop: one
+ * statement per entry, and the trimming a batch at a time (a few
+ * statements per slack's worth of entries). Statements are counted, not
+ * timed, so a loaded machine cannot make this flaky. */
+static void test_netlog_insert_is_one_statement(void **state) {
+  struct fixture *fx = *state;
+  struct wr_netlog_limits limits = {.max = 100000, .sandbox_max = 100};
+  int statements = 0;
+  wr_store_t *st = open_ok(fx);
+
+  assert_int_equal(wr_store_netlog_set_limits(st, &limits, NULL), 0);
+  log_many(st, "sb-a", 100);
+  sqlite3_trace_v2(st->db, SQLITE_TRACE_STMT, count_statements, &statements);
+  log_many(st, "sb-a", 1);
+  assert_int_equal(statements, 1);
+  statements = 0;
+  log_many(st, "sb-a", 10 * WR_NETLOG_SLACK(100));
+  assert_true(statements <= 10 * WR_NETLOG_SLACK(100) + 10 * 6);
+  assert_true(dropped_of(st, "sb-a") >= 9 * WR_NETLOG_SLACK(100));
+  sqlite3_trace_v2(st->db, 0, NULL, NULL);
+  wr_store_close(st);
 }
 
 static struct wr_secret_rec secret_rec(const char *service) {
@@ -1051,7 +1224,11 @@ int main(void) {
       T(test_rules_list_get_delete),
       T(test_forget_sandbox),
       T(test_netlog),
-      T(test_netlog_is_pruned),
+      T(test_netlog_sandbox_quota),
+      T(test_netlog_cap_takes_from_the_largest_first),
+      T(test_netlog_limits_are_checked),
+      T(test_existing_log_is_counted_at_open),
+      T(test_netlog_insert_is_one_statement),
       T(test_secret_value_file),
       T(test_secret_records),
       T(test_secret_names),
