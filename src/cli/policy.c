@@ -127,12 +127,16 @@ static const char log_help[] =
     "allowed with a secret's credential set on the way out. RULE is the\n"
     "deciding rule, or why when none decided.\n"
     "\n"
+    "The log keeps the newest entries of each sandbox (warrend's\n"
+    "--policy-log-sandbox-max) and of all (--policy-log-max); how many\n"
+    "older ones were dropped is said after the table.\n"
+    "\n"
     "Options:\n"
     "  --sandbox N  only this sandbox's decisions\n"
     "  --limit N    the last N decisions (default 100, at most 10000)\n"
     "  -f, --follow keep printing decisions as they are made\n"
-    "  --json       print {\"entries\":[...]} (with --follow, one entry\n"
-    "               object per line)\n"
+    "  --json       print {\"entries\":[...],\"dropped\":N,...} (with\n"
+    "               --follow, one entry object per line)\n"
     "  -h, --help   show this help\n"
     "\n"
     "Examples:\n"
@@ -626,8 +630,25 @@ static int follow_log(struct log_view *v, const char *path, wr_error_t *err) {
   return wr_cli_ndjson_read(c, on_log_entry, v, err);
 }
 
-/* --json prints the reply as it is: {"entries":[...]}. */
-static int print_log(struct log_view *v, const json_t *reply) {
+/* What retention dropped, on stderr so that the table stays a table. */
+static void print_dropped(const json_t *reply, const char *sandbox) {
+  const json_t *retention = json_object_get(reply, "retention");
+  int64_t dropped = wr_cli_jint(reply, "dropped");
+
+  if (dropped <= 0)
+    return;
+  fprintf(stderr,
+          "%lld older %s of %s %s dropped: the log keeps the newest %lld of "
+          "each sandbox and %lld in all\n",
+          (long long)dropped, dropped == 1 ? "entry" : "entries",
+          sandbox ? sandbox : "all sandboxes", dropped == 1 ? "was" : "were",
+          (long long)wr_cli_jint(retention, "per_sandbox"),
+          (long long)wr_cli_jint(retention, "total"));
+}
+
+/* --json prints the reply as it is: {"entries":[...],"dropped":N,...}. */
+static int print_log(struct log_view *v, const json_t *reply,
+                     const char *sandbox) {
   struct wr_cli_table t _cleanup_(wr_cli_table_free) = {0};
   json_t *entries = json_object_get(reply, "entries"), *e;
   size_t i;
@@ -641,6 +662,7 @@ static int print_log(struct log_view *v, const json_t *reply) {
     wr_cli_table_add(&t, (const char *const *)row);
   }
   wr_cli_table_print(&t, stdout);
+  print_dropped(reply, sandbox);
   return WR_CLI_EXIT_OK;
 }
 
@@ -662,7 +684,7 @@ static int cmd_log(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   if (o.follow)
     r = follow_log(&v, path, &err);
   else if ((r = wr_cli_call(ctx, "GET", path, NULL, &reply, NULL, &err)) == 0)
-    r = print_log(&v, reply);
+    r = print_log(&v, reply, o.sandbox);
   json_decref(v.names);
   if (r < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);

@@ -222,6 +222,7 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   if (chmod(cfg->root, 0711) < 0)
     return wr_error_set(err, errno, "chmod `%s`", cfg->root);
   if (wr_store_open(db, &d->store, err) < 0 ||
+      wr_store_netlog_set_limits(d->store, &cfg->policy_log, err) < 0 ||
       wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,

@@ -37,6 +37,7 @@ struct wr_daemon_config {
   const char *hosts_file;    /* static name entries for the proxy's
                                 resolver, or NULL */
   unsigned netns_pool;       /* network namespaces kept ready */
+  struct wr_netlog_limits policy_log; /* the connection log's retention */
 };
 
 struct wr_sandbox;

@@ -46,6 +46,11 @@ static const char usage[] =
     "                     before the host's own\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
+    "  --policy-log-max N the connection log keeps at most N entries in\n"
+    "                     all, taking from the sandbox that holds most\n"
+    "                     first (default 100000)\n"
+    "  --policy-log-sandbox-max N\n"
+    "                     and at most N of each sandbox (default 10000)\n"
     "  --log-level L      error, warn, info or debug (default info)\n"
     "  --log-json         log one JSON object per line\n"
     "  -h, --help         show this help\n";
@@ -114,6 +119,18 @@ static char *default_init_path(void) {
   return xasprintf("%s/../lib/warren/warren-init", dir);
 }
 
+static uint64_t parse_entries(const char *opt, const char *s) {
+  uint64_t n;
+  wr_error_t err;
+
+  if (wr_parse_u64(s, 1, 1000000000, &n, &err) < 0) {
+    fprintf(stderr, "warrend: %s takes 1 to 1000000000 entries, not `%s`\n",
+            opt, s);
+    exit(2);
+  }
+  return n;
+}
+
 static unsigned parse_pool(const char *s) {
   uint64_t n;
   wr_error_t err;
@@ -135,6 +152,19 @@ static gid_t parse_group(const char *s) {
   return (gid_t)n;
 }
 
+/* A smaller log without a word on sandboxes lets each fill all of it. */
+static void check_policy_log(struct wr_netlog_limits *l, bool sandbox_given) {
+  if (!sandbox_given)
+    l->sandbox_max = WR_MIN(l->sandbox_max, l->max);
+  if (l->sandbox_max <= l->max)
+    return;
+  fprintf(stderr,
+          "warrend: --policy-log-sandbox-max (%llu) cannot be more than "
+          "--policy-log-max (%llu)\n",
+          (unsigned long long)l->sandbox_max, (unsigned long long)l->max);
+  exit(2);
+}
+
 static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
                        enum wr_log_level *level, bool *json) {
   static const struct option opts[] = {
@@ -150,11 +180,14 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"upstream-ca", required_argument, NULL, 'u'},
       {"hosts-file", required_argument, NULL, 'H'},
       {"netns-pool", required_argument, NULL, 'N'},
+      {"policy-log-max", required_argument, NULL, 'M'},
+      {"policy-log-sandbox-max", required_argument, NULL, 'S'},
       {"log-level", required_argument, NULL, 'L'},
       {"log-json", no_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
+  bool sandbox_max_given = false;
   int c;
 
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -195,6 +228,14 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
     case 'N':
       cfg->netns_pool = parse_pool(optarg);
       break;
+    case 'M':
+      cfg->policy_log.max = parse_entries("--policy-log-max", optarg);
+      break;
+    case 'S':
+      cfg->policy_log.sandbox_max =
+          parse_entries("--policy-log-sandbox-max", optarg);
+      sandbox_max_given = true;
+      break;
     case 'L':
       *level = parse_level(optarg);
       break;
@@ -211,6 +252,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
   }
   if (optind < argc)
     die_usage("unexpected argument", argv[optind]);
+  check_policy_log(&cfg->policy_log, sandbox_max_given);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -236,6 +278,8 @@ int main(int argc, char **argv) {
       .cgroup_parent = "warren",
       .default_image = "base",
       .netns_pool = 4,
+      .policy_log = {.max = WR_NETLOG_MAX,
+                     .sandbox_max = WR_NETLOG_SANDBOX_MAX},
   };
   _cleanup_free_ char *init_path = NULL;
   enum wr_log_level level = WR_LOG_INFO;

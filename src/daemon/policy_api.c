@@ -434,11 +434,34 @@ static void follow_log(wr_http_req_t *req, struct wr_network *nw,
   wr_http_on_abort(req, on_follower_abort, f);
 }
 
+/* The entries, with what retention dropped before them and the limits
+ * that made it drop them. */
+static void reply_log(wr_http_req_t *req, struct wr_daemon *d,
+                      const struct log_query *q,
+                      const struct wr_netlog_rec *recs, size_t n) {
+  const struct wr_netlog_limits *l = &d->cfg.policy_log;
+  json_t *entries = json_array();
+  uint64_t dropped = 0;
+  wr_error_t err;
+
+  if (wr_store_netlog_dropped(d->store, q->sandbox, &dropped, &err) < 0) {
+    json_decref(entries);
+    wr_reply_err(req, &err);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(entries, log_json(&recs[i]));
+  wr_http_reply_json(req, 200,
+                     json_pack("{s:o,s:I,s:{s:I,s:I}}", "entries", entries,
+                               "dropped", (json_int_t)dropped, "retention",
+                               "per_sandbox", (json_int_t)l->sandbox_max,
+                               "total", (json_int_t)l->max));
+}
+
 void wr_api_policy_log(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
   struct wr_netlog_rec *recs = NULL;
   struct log_query q;
-  json_t *entries;
   size_t n = 0;
   wr_error_t err;
 
@@ -449,13 +472,9 @@ void wr_api_policy_log(wr_http_req_t *req, void *ctx) {
     wr_reply_err(req, &err);
     return;
   }
-  if (q.follow && !d->network->stopping) {
+  if (q.follow && !d->network->stopping)
     follow_log(req, d->network, &q, recs, n);
-  } else {
-    entries = json_array();
-    for (size_t i = 0; i < n; i++)
-      json_array_append_new(entries, log_json(&recs[i]));
-    wr_http_reply_json(req, 200, json_pack("{s:o}", "entries", entries));
-  }
+  else
+    reply_log(req, d, &q, recs, n);
   wr_netlog_recs_free(recs, n);
 }
