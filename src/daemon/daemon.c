@@ -335,7 +335,10 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
   return 0;
 }
 
+/* What the processes printed is written out before they are let go; the
+ * next daemon reads it back. */
 static void detach_sandbox(struct wr_sandbox *sb) {
+  wr_outlog_flush(sb);
   wr_procs_free_all(sb);
   if (sb->conn != NULL) {
     wr_initconn_close(sb->conn);

@@ -13,6 +13,25 @@
 
 struct wr_initconn;
 struct wr_proc;
+struct wr_outlog_op;
+struct wr_outlog_loaded;
+
+/* A sandbox's writer of kept output to disk: one job at a time on the
+ * threadpool, ops first, then turns at the processes' new output
+ * (outlog.c). */
+struct wr_outlog {
+  struct wr_outlog_op *ops, *ops_last; /* queued ops, oldest first */
+  bool busy;                           /* a job is running */
+  bool closed;   /* the sandbox is going away: no more jobs */
+  bool clearing; /* every file goes: processes need not forget theirs */
+  bool warned;   /* a failure was logged at warn level once */
+  uint64_t turns;
+  /* After the last job once closed (removal waits for this). */
+  void (*then)(struct wr_sandbox *sb, void *arg);
+  void *then_arg;
+  /* Recovery: output read back, until init lists its processes. */
+  struct wr_outlog_loaded *loaded;
+};
 
 /* The options a sandbox was created with; immutable afterwards. */
 struct wr_sandbox_spec {
@@ -74,6 +93,7 @@ struct wr_sandbox {
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
+  struct wr_outlog outlog; /* their kept output on disk */
 };
 
 /* ---- sandboxes (sandbox.c) ---------------------------------------------- */
@@ -164,6 +184,11 @@ struct wr_inwriter {
   wr_buf_t queue;
 };
 
+/* What a background process keeps of its output: the newest bytes, in
+ * memory for clients (procs.c) and on disk for a restarted daemon
+ * (outlog.c). */
+#define WR_PROC_RETAIN_BYTES (1u << 20)
+
 /* Retained output of a background process: chunks, oldest first. */
 struct wr_chunk {
   struct wr_chunk *next;
@@ -186,6 +211,16 @@ struct wr_watcher {
   struct wr_frame_decoder in; /* frames from the client */
 };
 
+/* Where a background process's kept output is on disk (outlog.c). */
+struct wr_outfile {
+  char inc[48];     /* the init that spawned it: "PID-STARTTIME" */
+  uint64_t saved;   /* output offset the files have (or skipped) up to */
+  uint64_t seq;     /* the segment being written */
+  size_t seg_bytes; /* its size; 0: the next write starts it */
+  bool any;         /* some segment exists */
+  uint64_t turn;    /* when the writer last took from it */
+};
+
 struct wr_proc {
   struct wr_proc *next;
   struct wr_sandbox *sb;
@@ -206,6 +241,7 @@ struct wr_proc {
   struct wr_chunk *chunks, *last_chunk;
   size_t held;
   uint64_t total;
+  struct wr_outfile file;
   struct wr_watcher *watchers;
   uv_timer_t timer;
   bool timer_init;
@@ -251,6 +287,56 @@ void wr_procs_sandbox_gone(struct wr_sandbox *sb);
 /* After a daemon restart: take background processes back from init. */
 void wr_procs_recover(struct wr_sandbox *sb);
 void wr_procs_free_all(struct wr_sandbox *sb);
+
+/* ---- kept output on disk (outlog.c) ------------------------------------ */
+
+/*
+ * Loop thread. Every call is a no-op once the sandbox's writer is closed,
+ * and the ones that remove files are no-ops while the daemon stops (the
+ * next daemon takes the files over).
+ */
+/* Note which init spawns the process (at wr_proc_new). */
+void wr_outlog_proc_init(struct wr_proc *p);
+/* The process has new output to write (background processes). */
+void wr_outlog_kick(struct wr_sandbox *sb);
+/* The process's record goes: remove its files. */
+void wr_outlog_forget(struct wr_proc *p);
+/* Every process of the sandbox goes (a new start): remove every file. */
+void wr_outlog_clear(struct wr_sandbox *sb);
+/* The daemon stops: queue what is not written yet, so that it is, before
+ * the loop ends. */
+void wr_outlog_flush(struct wr_sandbox *sb);
+/* The sandbox is being removed: no more jobs; `then` runs once the one
+ * running (if any) is done, before the directory goes. */
+void wr_outlog_close(struct wr_sandbox *sb,
+                     void (*then)(struct wr_sandbox *sb, void *arg), void *arg);
+/* After a daemon restart: read back what the running init's processes
+ * kept, then call `then` (which asks init for its processes). */
+void wr_outlog_recover(struct wr_sandbox *sb,
+                       void (*then)(struct wr_sandbox *sb));
+/* A process init handed back: give it the output read back for it. */
+void wr_outlog_adopt(struct wr_proc *p);
+/* Init listed all its processes (or could not): drop what no process
+ * took and, when `listed`, remove its files. */
+void wr_outlog_recovered(struct wr_sandbox *sb, bool listed);
+
+/*
+ * The file format (pure, for tests and fuzzing): a segment is a run of
+ * records, each a WR_OUTLOG_HDR-byte header ("wo", the stream, 0, the
+ * length and the output offset, little endian) and that many bytes.
+ */
+#define WR_OUTLOG_HDR 16
+typedef void (*wr_outlog_record_fn)(void *arg, int stream, uint64_t offset,
+                                    const char *data, size_t len);
+/* Append one record. */
+void wr_outlog_put(wr_buf_t *b, int stream, uint64_t offset, const void *data,
+                   size_t len);
+/* Call fn for each well-formed record from the start of buf, whose offsets
+ * must not go back below *end (nor each other); stop at the first that is
+ * not. *end gets the offset after the last record taken. Returns how many
+ * bytes were taken. */
+size_t wr_outlog_parse(const void *buf, size_t len, uint64_t *end,
+                       wr_outlog_record_fn fn, void *arg);
 
 /* ---- files (files_api.c) ------------------------------------------------ */
 

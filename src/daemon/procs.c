@@ -5,7 +5,8 @@
  * master); init never relays it. Each piece goes to every watcher as it
  * arrives: an NDJSON line with base64 data, or a frame on an upgraded
  * stream. Background processes also keep their recent output (1 MiB) so a
- * client can attach later and see it. A foreground exec has one watcher and
+ * client can attach later and see it, and outlog.c writes it to disk, so
+ * that a restarted daemon has it too. A foreground exec has one watcher and
  * nothing retained; when its only client is slow, reading pauses, so the
  * process blocks on a full pipe rather than the daemon buffering without
  * bound.
@@ -22,7 +23,6 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 
-#define RETAIN_BYTES (1u << 20)
 #define READ_CHUNK 65536
 #define WATCHER_QUEUE_MAX (4u << 20)
 #define FOREGROUND_HIGH_WATER (1u << 20)
@@ -72,6 +72,7 @@ struct wr_proc *wr_proc_new(struct wr_sandbox *sb) {
     p->out[i].stream = i + 1;
   }
   wr_sandbox_ref(sb);
+  wr_outlog_proc_init(p);
   p->next = sb->procs;
   sb->procs = p;
   return p;
@@ -133,7 +134,8 @@ static size_t watcher_output(struct wr_watcher *w, int stream, const char *data,
 
 /* Drop up to `excess` bytes from the front of the kept output: the whole
  * oldest chunk when it is no longer than that, else its first bytes, so
- * that exactly the last RETAIN_BYTES stay (what `warren logs` promises). */
+ * that exactly the last WR_PROC_RETAIN_BYTES stay (what `warren logs`
+ * promises). */
 static void forget_oldest(struct wr_proc *p, size_t excess) {
   struct wr_chunk *old = p->chunks;
 
@@ -165,8 +167,8 @@ static void retain(struct wr_proc *p, int stream, const char *data,
     p->chunks = c;
   p->last_chunk = c;
   p->held += len;
-  while (p->held > RETAIN_BYTES)
-    forget_oldest(p, p->held - RETAIN_BYTES);
+  while (p->held > WR_PROC_RETAIN_BYTES)
+    forget_oldest(p, p->held - WR_PROC_RETAIN_BYTES);
 }
 
 static void watcher_end(struct wr_watcher *w, json_t *exit_json);
@@ -180,6 +182,8 @@ static void proc_output(struct wr_proc *p, int stream, const char *data,
   if (p->background)
     retain(p, stream, data, len);
   p->total += len;
+  if (p->background)
+    wr_outlog_kick(p->sb);
   for (struct wr_watcher *w = p->watchers; w != NULL; w = next) {
     size_t queued;
     next = w->next;
@@ -756,6 +760,7 @@ void wr_proc_remove(struct wr_proc *p) {
   for (int i = 0; i < 2; i++)
     out_close(&p->out[i]);
   in_close(&p->in);
+  wr_outlog_forget(p);
   wr_proc_unref(p);
 }
 
@@ -782,9 +787,14 @@ void wr_procs_sandbox_gone(struct wr_sandbox *sb) {
   }
 }
 
+/* Their files go in one sweep, with any left by processes a restarted
+ * daemon could not take back. */
 void wr_procs_free_all(struct wr_sandbox *sb) {
+  sb->outlog.clearing = true;
   while (sb->procs != NULL)
     wr_proc_remove(sb->procs);
+  sb->outlog.clearing = false;
+  wr_outlog_clear(sb);
 }
 
 /* ---- recovery after a daemon restart --------------------------------------
@@ -822,6 +832,7 @@ static void adopt_listed(struct wr_sandbox *sb, const struct wr_init_proc *e,
     p->status = e->status;
     p->finished_ms = p->started_ms;
   }
+  wr_outlog_adopt(p); /* before its output is read again */
   if (nfds == 1) {
     wr_proc_set_input(p, fcntl(fds[*used], F_DUPFD_CLOEXEC, 3));
     wr_proc_set_outputs(p, fds[*used], -1);
@@ -848,25 +859,37 @@ static void on_listed(void *arg, const struct wr_init_hdr *hdr,
     for (uint32_t i = 0; i < l.count; i++)
       adopt_listed(sb, &l.procs[i], fds, &used);
     free(l.procs);
-    if (!l.more)
+    if (!l.more) {
+      wr_outlog_recovered(sb, true);
       wr_sandbox_unref(sb);
+    }
     return;
   }
   for (size_t i = 0; i < nfds; i++)
     close(fds[i]);
+  wr_outlog_recovered(sb, false);
   wr_sandbox_unref(sb);
 }
 
-void wr_procs_recover(struct wr_sandbox *sb) {
+static void list_processes(struct wr_sandbox *sb) {
   wr_buf_t msg;
   wr_error_t err;
 
+  if (sb->conn == NULL)
+    return;
   wr_buf_init(&msg);
   wr_init_encode_simple(&msg, WR_INIT_LIST, 0, NULL, 0, 0);
   wr_sandbox_ref(sb);
   if (wr_initconn_request(sb->conn, &msg, NULL, 0, on_listed, sb, &err) < 0) {
     wr_warn("sandbox %s: list processes: %s", sb->name, err.msg);
+    wr_outlog_recovered(sb, false);
     wr_sandbox_unref(sb);
   }
   wr_buf_free(&msg);
+}
+
+/* The kept output is read back first, so that each process comes back
+ * with it before its pipes are read again. */
+void wr_procs_recover(struct wr_sandbox *sb) {
+  wr_outlog_recover(sb, list_processes);
 }

@@ -1105,11 +1105,17 @@ static void retire_rootfd(struct wr_sandbox *sb) {
     wr_warn("sandbox %s: retire its root fd: %s", sb->name, strerror(errno));
 }
 
-static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
-  sb->removing = false;
-  retire_rootfd(sb);
+static void remove_now(struct wr_sandbox *sb, void *req) {
   wr_job_queue(sb->d,
                &sb_job_new(sb, req, "removing", remove_work, remove_done)->job);
+}
+
+/* The kept output's writer lets go of the directory first (outlog.c). */
+static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
+  sb->removing = false;
+  sb->busy = "removing";
+  retire_rootfd(sb);
+  wr_outlog_close(sb, remove_now, req);
 }
 
 void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx) {
