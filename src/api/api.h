@@ -62,10 +62,16 @@ int wr_http_server_new(uv_loop_t *loop, const struct wr_http_route *routes,
                        size_t nroutes, void *ctx,
                        const struct wr_http_limits *limits,
                        wr_http_server_t **out, wr_error_t *err);
-/* Listen on a unix socket: any stale socket file is replaced; the socket
- * gets `mode` (0600: root only). Clients there are trusted. */
+/* Listen on a unix socket: a stale socket file is replaced, but one that
+ * a live process listens on is not (EADDRINUSE); the socket gets `mode`
+ * (0600: root only). Clients there are trusted. Closing the server
+ * removes the socket file unless another has replaced it since. */
 int wr_http_listen_unix(wr_http_server_t *srv, const char *path, int mode,
                         wr_error_t *err);
+/* Whether a process listens on the unix socket at `path`: 1 (and *pid,
+ * from SO_PEERCRED, 0 when unknown), 0 when nothing does (no file, not a
+ * socket, or a stale one), -1 with err when that cannot be told. */
+int wr_http_unix_listener(const char *path, pid_t *pid, wr_error_t *err);
 /* Listen on TCP "HOST:PORT" ("127.0.0.1:7070", "[::1]:7070"). Every
  * request there must carry "Authorization: Bearer <api_key>"; others get
  * 401 before routing, so they learn nothing about what exists, and the
@@ -80,8 +86,9 @@ int wr_http_server_tcp_port(const wr_http_server_t *srv);
  * key needed) or as TCP (key required). The server takes the fd. */
 int wr_http_server_adopt(wr_http_server_t *srv, int fd, bool trusted,
                          wr_error_t *err);
-/* Stop listening, close every connection (aborting their requests) and
- * free the server once everything is closed. cb may be NULL. */
+/* Stop listening, close every connection (aborting their requests),
+ * remove the unix socket files it made (those still in place) and free
+ * the server once everything is closed. cb may be NULL. */
 void wr_http_server_close(wr_http_server_t *srv, void (*cb)(void *arg),
                           void *arg);
 

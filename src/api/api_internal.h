@@ -44,6 +44,11 @@ struct wr_http_listener {
   wr_http_server_t *srv;
   bool trusted;
   struct wr_http_listener *next;
+  /* A unix socket this listener put at `path` (NULL for TCP): its file
+   * is removed at close only while it is still this inode. */
+  char *path;
+  dev_t dev;
+  ino_t ino;
 };
 
 struct wr_http_server {

@@ -112,6 +112,7 @@ static void on_listener_closed(uv_handle_t *h) {
   struct wr_http_listener *l = h->data;
   wr_http_server_t *srv = l->srv;
 
+  free(l->path);
   free(l);
   wr_api_server_handle_closed(srv);
 }
@@ -168,12 +169,15 @@ static void on_connection(uv_stream_t *server, int status) {
   wr_api_conn_start(c);
 }
 
+static void unlink_own(const struct wr_http_listener *l);
+
 /* Start listening; on failure the listener is closed and freed. */
 static int start_listener(struct wr_http_listener *l, const char *what,
                           wr_error_t *err) {
   int r = uv_listen(&l->io.stream, BACKLOG, on_connection);
 
   if (r < 0) {
+    unlink_own(l);
     uv_close(&l->io.handle, on_listener_closed);
     return wr_error_set(err, -r, "listen on %s", what);
   }
@@ -182,19 +186,68 @@ static int start_listener(struct wr_http_listener *l, const char *what,
   return 0;
 }
 
+int wr_http_unix_listener(const char *path, pid_t *pid, wr_error_t *err) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  struct ucred cred = {0};
+  socklen_t len = sizeof(cred);
+  _cleanup_close_ int fd = -1;
+  struct stat st;
+
+  *pid = 0;
+  if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+    return 0;
+  if (wr_strlcpy(sa.sun_path, path, sizeof(sa.sun_path)) < 0)
+    return wr_error_set(err, 0, "socket path `%s` is too long", path);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return wr_error_set(err, errno, "socket");
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    /* A full backlog (EAGAIN) is a listener too busy to accept. */
+    if (errno == ECONNREFUSED || errno == ENOENT)
+      return 0;
+    if (errno != EAGAIN)
+      return wr_error_set(err, errno, "connect to `%s`", path);
+    return 1;
+  }
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    *pid = cred.pid;
+  return 1;
+}
+
+/* The socket file may be replaced only when nobody listens on it. */
+static int check_replaceable(const char *path, wr_error_t *err) {
+  struct stat st;
+  pid_t pid = 0;
+  int live;
+
+  if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+    return wr_error_set(err, 0, "`%s` exists and is not a socket", path);
+  live = wr_http_unix_listener(path, &pid, err);
+  if (live < 0)
+    return -1;
+  if (live > 0)
+    return wr_error_setx(err, EADDRINUSE,
+                         "`%s` is served by a running process (pid %d)", path,
+                         (int)pid);
+  return 0;
+}
+
 /*
  * Bind under a temporary name, set the mode, then rename over `path`: the
  * socket never exists at `path` with the process's umask, and a stale
- * socket left by a previous daemon is replaced in one step.
+ * socket left by a previous daemon is replaced in one step. The inode is
+ * noted, so that closing removes this socket and never one that another
+ * process put there since.
  */
-static int bind_unix(const char *path, int mode, wr_error_t *err) {
+static int bind_unix(struct wr_http_listener *l, const char *path, int mode,
+                     wr_error_t *err) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   _cleanup_free_ char *tmp = xasprintf("%s.%d.tmp", path, (int)getpid());
   _cleanup_close_ int fd = -1;
   struct stat st;
 
-  if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
-    return wr_error_set(err, 0, "`%s` exists and is not a socket", path);
+  if (check_replaceable(path, err) < 0)
+    return -1;
   if (wr_strlcpy(sa.sun_path, tmp, sizeof(sa.sun_path)) < 0)
     return wr_error_set(err, 0, "socket path `%s` is too long", path);
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -203,26 +256,44 @@ static int bind_unix(const char *path, int mode, wr_error_t *err) {
   unlink(tmp);
   if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
     return wr_error_set(err, errno, "bind `%s`", tmp);
-  if (chmod(tmp, (mode_t)mode) < 0 || rename(tmp, path) < 0) {
+  if (chmod(tmp, (mode_t)mode) < 0 || lstat(tmp, &st) < 0 ||
+      rename(tmp, path) < 0) {
     int e = errno;
     unlink(tmp);
     return wr_error_set(err, e, "install socket `%s`", path);
   }
+  l->path = xstrdup(path);
+  l->dev = st.st_dev;
+  l->ino = st.st_ino;
   return steal_fd(&fd);
+}
+
+/* Remove the socket file if it is still the one this listener made. */
+static void unlink_own(const struct wr_http_listener *l) {
+  struct stat st;
+
+  if (l->path == NULL || lstat(l->path, &st) < 0)
+    return;
+  if (st.st_dev == l->dev && st.st_ino == l->ino)
+    unlink(l->path);
+  else
+    wr_info("http: `%s` is another socket now; left in place", l->path);
 }
 
 int wr_http_listen_unix(wr_http_server_t *srv, const char *path, int mode,
                         wr_error_t *err) {
-  struct wr_http_listener *l;
+  struct wr_http_listener *l = listener_new(srv, true, false);
   int fd, r;
 
-  fd = bind_unix(path, mode, err);
-  if (fd < 0)
+  fd = bind_unix(l, path, mode, err);
+  if (fd < 0) {
+    uv_close(&l->io.handle, on_listener_closed);
     return wr_error_wrap(err, "listen on `%s`", path);
-  l = listener_new(srv, true, false);
+  }
   r = uv_pipe_open(&l->io.pipe, fd);
   if (r < 0) {
     close(fd);
+    unlink_own(l);
     uv_close(&l->io.handle, on_listener_closed);
     return wr_error_set(err, -r, "listen on `%s`", path);
   }
@@ -346,6 +417,7 @@ void wr_http_server_close(wr_http_server_t *srv, void (*cb)(void *arg),
   srv->listeners = NULL;
   while (l != NULL) {
     struct wr_http_listener *next = l->next;
+    unlink_own(l);
     uv_close(&l->io.handle, on_listener_closed);
     l = next;
   }

@@ -365,9 +365,8 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   if (d->http != NULL) {
-    wr_http_server_close(d->http, NULL, NULL);
+    wr_http_server_close(d->http, NULL, NULL); /* removes its own socket */
     d->http = NULL;
-    unlink(d->cfg.socket_path);
   }
   uv_close((uv_handle_t *)&d->sigterm, NULL);
   uv_close((uv_handle_t *)&d->sigint, NULL);

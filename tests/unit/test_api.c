@@ -1695,6 +1695,63 @@ static void test_unix_socket_file(void **state) {
   rmdir(dir);
 }
 
+/* A socket someone listens on is never taken over; closing removes the
+ * server's own socket file, and leaves one another process put there. */
+static void test_unix_socket_ownership(void **state) {
+  char dir[] = "/tmp/wr-api-own-XXXXXX";
+  char path[128], other[128];
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  uv_loop_t loop;
+  wr_http_server_t *a, *b;
+  wr_error_t err = {0};
+  struct stat st, mine;
+  pid_t pid = 0;
+  int fd;
+  (void)state;
+
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof(path), "%s/s.sock", dir);
+  snprintf(other, sizeof(other), "%s/other.sock", dir);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(wr_http_server_new(&loop, routes, WR_ARRAY_SIZE(routes),
+                                      NULL, NULL, &a, &err),
+                   0);
+  assert_int_equal(wr_http_server_new(&loop, routes, WR_ARRAY_SIZE(routes),
+                                      NULL, NULL, &b, &err),
+                   0);
+  assert_int_equal(wr_http_unix_listener(path, &pid, &err), 0);
+  assert_int_equal(wr_http_listen_unix(a, path, 0600, &err), 0);
+  assert_int_equal(wr_http_unix_listener(path, &pid, &err), 1);
+  assert_int_equal(pid, getpid());
+  assert_int_equal(lstat(path, &mine), 0);
+
+  /* A second server may not take the live socket. */
+  assert_int_equal(wr_http_listen_unix(b, path, 0600, &err), -1);
+  assert_int_equal(err.code, EADDRINUSE);
+  assert_non_null(strstr(err.msg, "served by a running process"));
+  assert_int_equal(lstat(path, &st), 0);
+  assert_int_equal(st.st_ino, mine.st_ino);
+
+  /* Replaced by another socket (as another daemon's start would), the
+   * file is not the first server's to remove. */
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  strcpy(sa.sun_path, other);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(rename(other, path), 0);
+  wr_http_server_close(a, NULL, NULL);
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(st.st_ino != mine.st_ino);
+  close(fd);
+
+  /* Its own socket is removed at close. */
+  assert_int_equal(wr_http_listen_unix(b, path, 0600, &err), 0);
+  wr_http_server_close(b, NULL, NULL);
+  assert_int_equal(lstat(path, &st), -1);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  rmdir(dir);
+}
+
 /* The framing rules every parser in warren shares (src/api/framing.c). */
 static const char *framing_of(const char *const *headers, bool http10) {
   struct wr_http_framing f = {0};
@@ -1781,6 +1838,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_json_text, setup, teardown),
       cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_unix_socket_file),
+      cmocka_unit_test(test_unix_socket_ownership),
       cmocka_unit_test(test_framing_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
