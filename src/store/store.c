@@ -105,22 +105,24 @@ static const char *const migrations[] = {
     ") WITHOUT ROWID;",
 };
 
-/* The built-in scripts followed by a test's extra ones. */
+/* A database's built-in scripts followed by a test's extra ones. */
 struct migration_list {
+  const char *const *base;
+  size_t n_base;
   const char *const *extra;
   size_t n_extra;
 };
 
 static size_t known_version(const struct migration_list *ml) {
-  return WR_ARRAY_SIZE(migrations) + ml->n_extra;
+  return ml->n_base + ml->n_extra;
 }
 
 static const char *script_for(const struct migration_list *ml, int version) {
   size_t i = (size_t)version - 1;
 
-  if (i < WR_ARRAY_SIZE(migrations))
-    return migrations[i];
-  return ml->extra[i - WR_ARRAY_SIZE(migrations)];
+  if (i < ml->n_base)
+    return ml->base[i];
+  return ml->extra[i - ml->n_base];
 }
 
 /*
@@ -294,9 +296,8 @@ static int migrate(wr_store_t *st, const struct migration_list *ml,
   }
 }
 
-int wr_store_open_with(const char *path, const char *const *extra,
-                       size_t n_extra, wr_store_t **out, wr_error_t *err) {
-  struct migration_list ml = {.extra = extra, .n_extra = n_extra};
+static int open_migrated(const char *path, const struct migration_list *ml,
+                         wr_store_t **out, wr_error_t *err) {
   wr_store_t *st;
 
   if (create_private(path, err) < 0)
@@ -305,7 +306,7 @@ int wr_store_open_with(const char *path, const char *const *extra,
   st->netlog.max = WR_NETLOG_MAX;
   st->netlog.sandbox_max = WR_NETLOG_SANDBOX_MAX;
   if (open_db(st, path, err) < 0 || configure(st, err) < 0 ||
-      migrate(st, &ml, err) < 0 || wr_store_netlog_load(st, err) < 0) {
+      migrate(st, ml, err) < 0) {
     wr_store_close(st);
     return wr_error_wrap(err, "database `%s`", path);
   }
@@ -313,8 +314,55 @@ int wr_store_open_with(const char *path, const char *const *extra,
   return 0;
 }
 
+int wr_store_open_with(const char *path, const char *const *extra,
+                       size_t n_extra, wr_store_t **out, wr_error_t *err) {
+  struct migration_list ml = {migrations, WR_ARRAY_SIZE(migrations), extra,
+                              n_extra};
+
+  if (open_migrated(path, &ml, out, err) < 0)
+    return -1;
+  if (wr_store_netlog_load(*out, err) < 0) {
+    wr_store_close(*out);
+    *out = NULL;
+    return wr_error_wrap(err, "database `%s`", path);
+  }
+  return 0;
+}
+
 int wr_store_open(const char *path, wr_store_t **out, wr_error_t *err) {
   return wr_store_open_with(path, NULL, 0, out, err);
+}
+
+int wr_store_open_roots_with(const char *path, const char *const *extra,
+                             size_t n_extra, wr_store_t **out,
+                             wr_error_t *err) {
+  struct migration_list ml = {wr_roots_migrations, wr_roots_nmigrations, extra,
+                              n_extra};
+
+  return open_migrated(path, &ml, out, err);
+}
+
+int wr_roots_open(const char *path, wr_store_t **out, wr_error_t *err) {
+  return wr_store_open_roots_with(path, NULL, 0, out, err);
+}
+
+/* BEGIN IMMEDIATE takes the write lock at once, so that what is read in
+ * the transaction is still true when it commits. */
+int wr_store_begin(wr_store_t *st, wr_error_t *err) {
+  return wr_store_exec(st, "BEGIN IMMEDIATE", err);
+}
+
+int wr_store_commit(wr_store_t *st, wr_error_t *err) {
+  if (wr_store_exec(st, "COMMIT", err) < 0) {
+    wr_store_rollback(st);
+    return -1;
+  }
+  return 0;
+}
+
+void wr_store_rollback(wr_store_t *st) {
+  if (!sqlite3_get_autocommit(st->db))
+    wr_store_exec(st, "ROLLBACK", NULL);
 }
 
 /* Statements are finalized where they are made, so nothing is pending. */

@@ -47,6 +47,12 @@ int wr_store_open(const char *path, wr_store_t **out, wr_error_t *err);
 void wr_store_close(wr_store_t *st);
 /* The schema version after migrations. */
 int wr_store_version(wr_store_t *st);
+/* A transaction that holds the write lock from its start (several calls
+ * that must see and change the database as one). A failed commit rolls
+ * back. */
+int wr_store_begin(wr_store_t *st, wr_error_t *err);
+int wr_store_commit(wr_store_t *st, wr_error_t *err);
+void wr_store_rollback(wr_store_t *st);
 
 /* ---- sandboxes ---------------------------------------------------------- */
 
@@ -243,5 +249,60 @@ void wr_port_recs_free(struct wr_port_rec *recs, size_t n);
  * database when its row is deleted). */
 int wr_store_net_forget_sandbox(wr_store_t *st, const char *sandbox_id,
                                 wr_error_t *err);
+
+/* ---- the host's registry of state roots (roots.c) ---------------------- */
+
+/*
+ * Every warrend on a host records its state root in one database that is
+ * outside every root: the root's id (the random one in ROOT/root-id),
+ * path and cgroup parent, and the uid slots its sandboxes hold. So no two
+ * sandboxes of any two roots are the same host user, and no two daemons
+ * put their cgroups below one parent. It is a wr_store_t of its own
+ * schema, opened by each daemon for its life; every change is one short
+ * transaction, so daemons wait on each other for milliseconds at most.
+ */
+#define WR_ROOTS_DB "/var/lib/warren-roots/roots.db"
+
+struct wr_root_rec {
+  char *id;            /* 16 hex digits */
+  char *path;          /* the root, absolute */
+  char *cgroup_parent; /* "warren", "warren-1a2b3c4d" */
+  int64_t registered_ms;
+  int64_t seen_ms; /* its daemon's last start */
+};
+
+int wr_roots_open(const char *path, wr_store_t **out, wr_error_t *err);
+/* Every root, by path. */
+int wr_roots_list(wr_store_t *st, struct wr_root_rec **recs, size_t *n,
+                  wr_error_t *err);
+/* Forget a root and the slots it holds (a root that no longer exists). */
+int wr_roots_forget(wr_store_t *st, const char *id, wr_error_t *err);
+/* Record this root (by id: its path and cgroup parent are updated, and
+ * seen_ms). A cgroup parent another root has, or one inside another's or
+ * containing it, is EEXIST with a message naming that root; so is a path
+ * another id has. */
+int wr_roots_register(wr_store_t *st, const struct wr_root_rec *rec,
+                      wr_error_t *err);
+/* Whether two cgroup parents overlap: the same, or one below the other. */
+bool wr_roots_parents_overlap(const char *a, const char *b);
+/* Record that a sandbox of root_id uses `slot` (one from before the
+ * registry, or taken again): it stays claimed while the sandbox exists.
+ * *other gets the path of another root that claims it too (their
+ * sandboxes share host uids), or NULL; caller frees. */
+int wr_roots_claim(wr_store_t *st, const char *root_id, const char *sandbox_id,
+                   uint32_t slot, char **other, wr_error_t *err);
+/* Claim the smallest slot in 1..max that no root claims, for a new
+ * sandbox; ENOSPC when every one is taken. */
+int wr_roots_claim_free(wr_store_t *st, const char *root_id,
+                        const char *sandbox_id, uint32_t max, uint32_t *slot,
+                        wr_error_t *err);
+/* Let go of a sandbox's slot (it was removed); none is not an error. */
+int wr_roots_release(wr_store_t *st, const char *root_id,
+                     const char *sandbox_id, wr_error_t *err);
+/* The ids of the sandboxes root_id holds slots for (NULL-ended). */
+int wr_roots_claimed(wr_store_t *st, const char *root_id, char ***sandbox_ids,
+                     wr_error_t *err);
+void wr_root_rec_free(struct wr_root_rec *rec);
+void wr_root_recs_free(struct wr_root_rec *recs, size_t n);
 
 #endif

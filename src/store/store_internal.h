@@ -25,6 +25,12 @@ struct wr_store {
   int64_t netlog_total;
 };
 
+/* The host registry's schema (roots.c) and its test hook, as above. */
+extern const char *const wr_roots_migrations[];
+extern const size_t wr_roots_nmigrations;
+int wr_store_open_roots_with(const char *path, const char *const *extra,
+                             size_t n_extra, wr_store_t **out, wr_error_t *err);
+
 /* Count the policy log's entries per holder (at open). */
 int wr_store_netlog_load(wr_store_t *st, wr_error_t *err);
 

@@ -1010,6 +1010,151 @@ static void test_netlog_insert_is_one_statement(void **state) {
   wr_store_close(st);
 }
 
+/* ---- the host's registry of state roots -----------------------------------
+ */
+
+static wr_store_t *roots_ok(const struct fixture *fx) {
+  _cleanup_free_ char *path = xasprintf("%s/roots.db", fx->dir);
+  wr_store_t *st = NULL;
+  wr_error_t err = {0};
+
+  if (wr_roots_open(path, &st, &err) < 0)
+    fail_msg("open roots: %s", err.msg);
+  return st;
+}
+
+static int register_root(wr_store_t *st, const char *id, const char *path,
+                         const char *parent, wr_error_t *err) {
+  struct wr_root_rec rec = {
+      .id = (char *)id, .path = (char *)path, .cgroup_parent = (char *)parent};
+
+  return wr_roots_register(st, &rec, err);
+}
+
+static uint32_t claim_free_ok(wr_store_t *st, const char *root,
+                              const char *sandbox) {
+  wr_error_t err = {0};
+  uint32_t slot = 0;
+
+  if (wr_roots_claim_free(st, root, sandbox, 1000, &slot, &err) < 0)
+    fail_msg("claim: %s", err.msg);
+  return slot;
+}
+
+static void test_roots_parents_overlap(void **state) {
+  (void)state;
+  assert_true(wr_roots_parents_overlap("warren", "warren"));
+  assert_true(wr_roots_parents_overlap("warren", "warren/test"));
+  assert_true(wr_roots_parents_overlap("warren/test", "warren"));
+  assert_false(wr_roots_parents_overlap("warren", "warren-test"));
+  assert_false(wr_roots_parents_overlap("warren-test", "warren"));
+  assert_false(wr_roots_parents_overlap("a/b", "a/c"));
+}
+
+/* Two daemons may not put their cgroups below one parent (nor one below
+ * the other's), nor take one root's path; a root that moved keeps its
+ * record under its id. */
+static void test_roots_register_refuses_clashes(void **state) {
+  struct fixture *fx = *state;
+  struct wr_root_rec *recs = NULL;
+  wr_error_t err = {0};
+  size_t n = 0;
+  wr_store_t *st = roots_ok(fx);
+
+  assert_int_equal(register_root(st, "aaaa", "/r/a", "warren", &err), 0);
+  assert_int_equal(register_root(st, "bbbb", "/r/b", "warren-b", &err), 0);
+  assert_int_equal(register_root(st, "cccc", "/r/c", "warren", &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  assert_non_null(strstr(err.msg, "state root `/r/a`"));
+  assert_int_equal(register_root(st, "cccc", "/r/c", "warren/c", &err), -1);
+  assert_int_equal(register_root(st, "cccc", "/r/c", "warren-b/c", &err), -1);
+  assert_non_null(strstr(err.msg, "/r/b"));
+  assert_int_equal(register_root(st, "cccc", "/r/a", "warren-c", &err), -1);
+  assert_non_null(strstr(err.msg, "another id"));
+  assert_int_equal(register_root(st, "cccc", "/r/c", "warrenc", &err), 0);
+  /* A's daemon starts again from where A moved to. */
+  assert_int_equal(register_root(st, "aaaa", "/r/moved", "warren", &err), 0);
+  assert_int_equal(wr_roots_list(st, &recs, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_string_equal(recs[0].path, "/r/b");
+  assert_string_equal(recs[2].path, "/r/moved");
+  assert_string_equal(recs[2].id, "aaaa");
+  wr_root_recs_free(recs, n);
+  wr_store_close(st);
+}
+
+/* New sandboxes of any root get slots no root claims: one host, one
+ * allocation, whichever daemon (and database handle) asks. */
+static void test_roots_slots_are_unique_across_roots(void **state) {
+  struct fixture *fx = *state;
+  wr_store_t *a = roots_ok(fx), *b = roots_ok(fx);
+  _cleanup_strv_ char **ids = NULL;
+  wr_error_t err = {0};
+  uint32_t slot = 0;
+
+  assert_int_equal(register_root(a, "aaaa", "/r/a", "warren", &err), 0);
+  assert_int_equal(register_root(b, "bbbb", "/r/b", "warren-b", &err), 0);
+  assert_int_equal(claim_free_ok(a, "aaaa", "sb-a1"), 1);
+  assert_int_equal(claim_free_ok(b, "bbbb", "sb-b1"), 2);
+  assert_int_equal(claim_free_ok(a, "aaaa", "sb-a2"), 3);
+  assert_int_equal(wr_roots_release(a, "aaaa", "sb-a1", &err), 0);
+  assert_int_equal(claim_free_ok(b, "bbbb", "sb-b2"), 1);
+  assert_int_equal(claim_free_ok(a, "aaaa", "sb-a3"), 4);
+  assert_int_equal(wr_roots_claimed(a, "aaaa", &ids, &err), 0);
+  assert_int_equal(wr_strv_len(ids), 2);
+  assert_string_equal(ids[0], "sb-a2");
+  assert_string_equal(ids[1], "sb-a3");
+  /* A full range is a clear error. */
+  assert_int_equal(wr_roots_claim_free(a, "aaaa", "sb-x", 4, &slot, &err), -1);
+  assert_int_equal(err.code, ENOSPC);
+  assert_non_null(strstr(err.msg, "no free uid range"));
+  wr_store_close(a);
+  wr_store_close(b);
+}
+
+/* The smallest slot nobody claims, gaps first. */
+static void test_roots_claim_free_fills_gaps(void **state) {
+  struct fixture *fx = *state;
+  _cleanup_free_ char *other = NULL;
+  wr_error_t err = {0};
+  wr_store_t *st = roots_ok(fx);
+
+  assert_int_equal(register_root(st, "aaaa", "/r/a", "warren", &err), 0);
+  assert_int_equal(wr_roots_claim(st, "aaaa", "sb-2", 2, &other, &err), 0);
+  assert_int_equal(wr_roots_claim(st, "aaaa", "sb-3", 3, &other, &err), 0);
+  assert_int_equal(claim_free_ok(st, "aaaa", "sb-1"), 1);
+  assert_int_equal(claim_free_ok(st, "aaaa", "sb-4"), 4);
+  assert_int_equal(wr_roots_release(st, "aaaa", "sb-3", &err), 0);
+  assert_int_equal(claim_free_ok(st, "aaaa", "sb-5"), 3); /* 1, 2, 4 used */
+  wr_store_close(st);
+}
+
+/* Two roots that both had slot 1 before the registry keep it (their
+ * sandboxes' files are owned by it) and are told; slot 1 stays claimed
+ * until both let go, so no third sandbox gets it. A forgotten root's
+ * slots are free again. */
+static void test_roots_old_slots_are_kept_and_shared(void **state) {
+  struct fixture *fx = *state;
+  _cleanup_free_ char *first = NULL;
+  _cleanup_free_ char *second = NULL;
+  wr_error_t err = {0};
+  wr_store_t *st = roots_ok(fx);
+
+  assert_int_equal(register_root(st, "aaaa", "/r/a", "warren", &err), 0);
+  assert_int_equal(register_root(st, "bbbb", "/r/b", "warren-b", &err), 0);
+  assert_int_equal(register_root(st, "cccc", "/r/c", "warren-c", &err), 0);
+  assert_int_equal(wr_roots_claim(st, "aaaa", "sb-a1", 1, &first, &err), 0);
+  assert_null(first);
+  assert_int_equal(wr_roots_claim(st, "bbbb", "sb-b1", 1, &second, &err), 0);
+  assert_non_null(second);
+  assert_string_equal(second, "/r/a");
+  assert_int_equal(wr_roots_release(st, "aaaa", "sb-a1", &err), 0);
+  assert_int_equal(claim_free_ok(st, "cccc", "sb-c1"), 2);
+  assert_int_equal(wr_roots_forget(st, "bbbb", &err), 0);
+  assert_int_equal(claim_free_ok(st, "aaaa", "sb-a2"), 1);
+  wr_store_close(st);
+}
+
 static struct wr_secret_rec secret_rec(const char *service) {
   return (struct wr_secret_rec){
       .service = (char *)service,
@@ -1229,6 +1374,11 @@ int main(void) {
       T(test_netlog_limits_are_checked),
       T(test_existing_log_is_counted_at_open),
       T(test_netlog_insert_is_one_statement),
+      T(test_roots_parents_overlap),
+      T(test_roots_register_refuses_clashes),
+      T(test_roots_slots_are_unique_across_roots),
+      T(test_roots_claim_free_fills_gaps),
+      T(test_roots_old_slots_are_kept_and_shared),
       T(test_secret_value_file),
       T(test_secret_records),
       T(test_secret_names),
