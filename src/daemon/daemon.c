@@ -200,12 +200,13 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+/* The root's lock and the socket come first: a daemon that may not run
+ * here changes nothing. */
 int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
                    const struct wr_daemon_config *cfg, wr_error_t *err) {
   struct wr_runtime_config rc = {
       .root = cfg->root,
       .init_path = cfg->init_path,
-      .cgroup_parent = cfg->cgroup_parent,
       .cgroup_mode = cfg->cgroup_mode,
       .netns_pool = cfg->netns_pool,
   };
@@ -214,16 +215,21 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   memset(d, 0, sizeof(*d));
   d->loop = loop;
   d->cfg = *cfg;
+  d->lock_fd = -1;
   d->init_buf = xmalloc(WR_INIT_MAX_MSG);
   d->images_dir = xasprintf("%s/images", cfg->root);
-  if (wr_mkdir_p(cfg->root, 0700, err) < 0 ||
+  if (wr_mkdir_p(cfg->root, 0700, err) < 0 || wr_daemon_lock_root(d, err) < 0 ||
+      wr_daemon_check_socket(d, err) < 0 ||
       wr_mkdir_p(d->images_dir, 0755, err) < 0)
     return -1;
   if (chmod(cfg->root, 0711) < 0)
     return wr_error_set(err, errno, "chmod `%s`", cfg->root);
   if (wr_store_open(db, &d->store, err) < 0 ||
       wr_store_netlog_set_limits(d->store, &cfg->policy_log, err) < 0 ||
-      wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
+      wr_daemon_register_root(d, err) < 0)
+    return -1;
+  rc.cgroup_parent = d->cgroup_parent;
+  if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
                             &d->http, err);
@@ -376,6 +382,11 @@ void wr_daemon_fini(struct wr_daemon *d) {
   wr_network_free(d);
   wr_rt_free(d->rt);
   wr_store_close(d->store);
+  wr_store_close(d->roots);
+  free(d->root_id);
+  free(d->cgroup_parent);
+  if (d->lock_fd >= 0)
+    close(d->lock_fd);
   free(d->images_dir);
   free(d->api_key);
   free(d->init_buf);

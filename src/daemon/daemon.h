@@ -20,12 +20,12 @@
 #include "store/store.h"
 
 struct wr_daemon_config {
-  const char *root;        /* state root; default /var/lib/warren */
-  const char *socket_path; /* default /run/warren/warrend.sock */
-  gid_t socket_gid;        /* also this group's (0660), unless (gid_t)-1 */
-  const char *listen_addr; /* optional TCP "HOST:PORT" */
-  const char *init_path;   /* warren-init; default next to warrend */
-  const char *cgroup_parent;
+  const char *root;          /* state root; default /var/lib/warren */
+  const char *socket_path;   /* default /run/warren/warrend.sock */
+  gid_t socket_gid;          /* also this group's (0660), unless (gid_t)-1 */
+  const char *listen_addr;   /* optional TCP "HOST:PORT" */
+  const char *init_path;     /* warren-init; default next to warrend */
+  const char *cgroup_parent; /* NULL: the root's own (roots.c) */
   enum wr_cgroup_mode cgroup_mode;
   const char *default_image; /* "base" */
   uint64_t default_disk;     /* disk limit of sandboxes created without
@@ -38,6 +38,7 @@ struct wr_daemon_config {
                                 resolver, or NULL */
   unsigned netns_pool;       /* network namespaces kept ready */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
+  const char *roots_db;               /* the host's registry of state roots */
 };
 
 struct wr_sandbox;
@@ -56,6 +57,11 @@ struct wr_daemon {
   struct wr_image_build *builds; /* image builds in progress */
   struct wr_network *network;    /* egress, secrets, ports (network.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
+  /* This root among the host's (roots.c). */
+  int lock_fd;         /* holds the flock on ROOT/warrend.lock */
+  char *root_id;       /* ROOT/root-id */
+  char *cgroup_parent; /* the one chosen */
+  wr_store_t *roots;   /* the host's registry */
   uv_signal_t sigterm, sigint;
   bool stopping;
 };

@@ -410,6 +410,21 @@ void wr_api_ports_list(wr_http_req_t *req, void *ctx);
 void wr_api_ports_publish(wr_http_req_t *req, void *ctx);
 void wr_api_ports_unpublish(wr_http_req_t *req, void *ctx);
 
+/* ---- this root among the host's (roots.c) ------------------------------- */
+
+/* Take the root's lock, or refuse naming the warrend that holds it. */
+int wr_daemon_lock_root(struct wr_daemon *d, wr_error_t *err);
+/* Refuse a socket another process listens on, naming it. */
+int wr_daemon_check_socket(struct wr_daemon *d, wr_error_t *err);
+/* The root's id and cgroup parent, and its record and slots in the host's
+ * registry (which it keeps open). */
+int wr_daemon_register_root(struct wr_daemon *d, wr_error_t *err);
+/* A uid slot no sandbox on the host has, for a new sandbox. */
+int wr_daemon_claim_slot(struct wr_daemon *d, const char *sandbox_id,
+                         uint32_t *slot, wr_error_t *err);
+/* The sandbox is gone from the store: its slot is free again. */
+void wr_daemon_release_slot(struct wr_daemon *d, const char *sandbox_id);
+
 /* ---- small helpers (daemon.c) ------------------------------------------- */
 
 /* Parse and strictly unpack a JSON request body; replies 400 on failure. */

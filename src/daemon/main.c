@@ -34,7 +34,10 @@ static const char usage[] =
     "                     in ROOT/api.key (made on first use)\n"
     "  --init PATH        warren-init binary (default: next to warrend)\n"
     "  --cgroup V         cgroup layout: auto, v1 or v2 (default auto)\n"
-    "  --cgroup-parent P  cgroup below which sandboxes live (default warren)\n"
+    "  --cgroup-parent P  cgroup below which sandboxes live (default: the\n"
+    "                     root's, recorded in it at its first start; warren\n"
+    "                     for /var/lib/warren, warren-ID for another root);\n"
+    "                     one another daemon's root uses is refused\n"
     "  --default-disk SIZE  disk limit of sandboxes created without one,\n"
     "                     like 10g (default: none); clients cannot opt out\n"
     "  --data-dir DIR     warren's data files, such as the balanced preset's\n"
@@ -275,7 +278,7 @@ int main(int argc, char **argv) {
       .root = "/var/lib/warren",
       .socket_path = "/run/warren/warrend.sock",
       .socket_gid = (gid_t)-1,
-      .cgroup_parent = "warren",
+      .roots_db = WR_ROOTS_DB,
       .default_image = "base",
       .netns_pool = 4,
       .policy_log = {.max = WR_NETLOG_MAX,

@@ -461,6 +461,7 @@ static void create_done(struct wr_job *job) {
     wr_warn("create sandbox %s: %s", sb->name, job->err.msg);
     wr_http_reply_error(j->req, 500, "create_failed", "%s", job->err.msg);
     wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
+    wr_daemon_release_slot(sb->d, sb->id);
     table_remove(sb);
   } else {
     if (!j->start)
@@ -723,13 +724,13 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
       .updated_ms = sb->updated_ms,
   };
 
-  if (wr_store_sandbox_free_slot(d->store, &sb->slot, err) < 0)
+  if (wr_daemon_claim_slot(d, sb->id, &sb->slot, err) < 0)
     return -1;
-  if (sb->slot > WR_MAX_SLOT)
-    return wr_error_setx(err, ENOSPC, "no free uid range for a new sandbox");
   rec.slot = sb->slot;
-  if (wr_store_sandbox_insert(d->store, &rec, err) < 0)
+  if (wr_store_sandbox_insert(d->store, &rec, err) < 0) {
+    wr_daemon_release_slot(d, sb->id);
     return -1;
+  }
   sb->next = d->sandboxes;
   d->sandboxes = sb;
   sb->refs = 1; /* the table's reference */
@@ -1072,6 +1073,7 @@ static void remove_done(struct wr_job *job) {
   } else {
     wr_network_sandbox_removed(sb);
     wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
+    wr_daemon_release_slot(sb->d, sb->id);
     wr_info("sandbox %s removed", sb->name);
     table_remove(sb);
     if (j->req != NULL)

@@ -224,33 +224,6 @@ int wr_store_sandbox_delete(wr_store_t *st, const char *id, wr_error_t *err) {
   return change_one(st, stmt, id, err);
 }
 
-/*
- * The smallest free slot is 1 when 1 is free, otherwise one past the
- * first used slot whose successor is free. Both probes use the unique
- * index on slot, so this is one query however many sandboxes exist.
- */
-int wr_store_sandbox_free_slot(wr_store_t *st, uint32_t *slot,
-                               wr_error_t *err) {
-  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
-  int64_t v;
-
-  if (wr_store_prepare(st,
-                       "SELECT CASE WHEN NOT EXISTS "
-                       "  (SELECT 1 FROM sandboxes WHERE slot = 1) THEN 1 "
-                       "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a "
-                       "  WHERE NOT EXISTS (SELECT 1 FROM sandboxes b "
-                       "    WHERE b.slot = a.slot + 1)) END",
-                       &stmt, err) < 0)
-    return -1;
-  if (sqlite3_step(stmt) != SQLITE_ROW)
-    return wr_store_fail(st, err);
-  v = sqlite3_column_int64(stmt, 0);
-  if (v < 1 || v > UINT32_MAX)
-    return wr_store_error(err, ENOSPC, "no free sandbox slot");
-  *slot = (uint32_t)v;
-  return 0;
-}
-
 void wr_sandbox_rec_free(struct wr_sandbox_rec *rec) {
   if (rec == NULL)
     return;

@@ -75,8 +75,8 @@ int wr_store_sandbox_set_state(wr_store_t *st, const char *id,
 int wr_store_sandbox_set_init(wr_store_t *st, const char *id, int32_t pid,
                               uint64_t start, wr_error_t *err);
 int wr_store_sandbox_delete(wr_store_t *st, const char *id, wr_error_t *err);
-/* The smallest slot >= 1 not used by any sandbox. */
-int wr_store_sandbox_free_slot(wr_store_t *st, uint32_t *slot, wr_error_t *err);
+/* (A new sandbox's slot comes from the host's registry, below:
+ * wr_roots_claim_free.) */
 void wr_sandbox_rec_free(struct wr_sandbox_rec *rec);
 void wr_sandbox_recs_free(struct wr_sandbox_rec *recs, size_t n);
 

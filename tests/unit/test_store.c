@@ -324,31 +324,6 @@ static void test_delete(void **state) {
   wr_store_close(st);
 }
 
-static uint32_t free_slot(wr_store_t *st) {
-  uint32_t slot = 0;
-  wr_error_t err = {0};
-
-  if (wr_store_sandbox_free_slot(st, &slot, &err) < 0)
-    fail_msg("free_slot: %s", err.msg);
-  return slot;
-}
-
-static void test_free_slot_fills_gaps(void **state) {
-  struct fixture *fx = *state;
-  wr_store_t *st = open_ok(fx);
-
-  assert_int_equal(free_slot(st), 1);
-  insert_ok(st, "sb-2", "b", NULL, 2);
-  insert_ok(st, "sb-3", "c", NULL, 3);
-  assert_int_equal(free_slot(st), 1);
-  insert_ok(st, "sb-1", "a", NULL, 1);
-  assert_int_equal(free_slot(st), 4);
-  assert_int_equal(wr_store_sandbox_delete(st, "sb-3", NULL), 0);
-  insert_ok(st, "sb-4", "d", NULL, 4);
-  assert_int_equal(free_slot(st), 3); /* 1, 2, 4 used */
-  wr_store_close(st);
-}
-
 static void put_image(wr_store_t *st, const char *name, const char *state,
                       uint64_t size) {
   struct wr_image_rec rec = {
@@ -1356,7 +1331,6 @@ int main(void) {
       T(test_set_state),
       T(test_set_init),
       T(test_delete),
-      T(test_free_slot_fills_gaps),
       T(test_images),
       T(test_migration_upgrades_database),
       T(test_failed_migration_rolls_back),
