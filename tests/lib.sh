@@ -103,6 +103,8 @@ start_daemon() {
   fail "warrend did not start"
 }
 
+# The next daemon can start only once this one is gone: it holds the state
+# root's lock until it exits.
 stop_daemon() {
   local pid
   pid=$(daemon_pid || true)
@@ -113,6 +115,10 @@ stop_daemon() {
     sleep 0.05
   done
   kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    pid_alive "$pid" || break
+    sleep 0.05
+  done
   rm -f "$WR_RUN/warrend.pid"
 }
 
