@@ -286,7 +286,11 @@ void wr_procs_on_exit(struct wr_sandbox *sb, const struct wr_init_exit *ev);
 void wr_procs_sandbox_gone(struct wr_sandbox *sb);
 /* After a daemon restart: take background processes back from init. */
 void wr_procs_recover(struct wr_sandbox *sb);
+/* Drop every process record (their files stay: a stopping daemon, or a
+ * sandbox whose directory goes). */
 void wr_procs_free_all(struct wr_sandbox *sb);
+/* Drop every process record and their kept output on disk (a new run). */
+void wr_procs_forget_all(struct wr_sandbox *sb);
 
 /* ---- kept output on disk (outlog.c) ------------------------------------ */
 

@@ -283,11 +283,17 @@ static int forget_entry(int dirfd, const char *name, void *arg,
   return 0;
 }
 
+/* Nothing to remove: no such directory, or a disk that is not mounted
+ * (after a reboot, before the start mounts it; the files are inside it). */
+static bool nothing_there(const wr_error_t *err) {
+  return err->code == ENOENT || err->code == ENODEV;
+}
+
 static int do_forget(struct wr_outlog_op *op, wr_error_t *err) {
   _cleanup_close_ int dirfd = open_inc(op, false, err);
 
   if (dirfd < 0)
-    return err->code == ENOENT ? 0 : -1;
+    return nothing_there(err) ? 0 : -1;
   return each_entry(dirfd, forget_entry, op, err);
 }
 
@@ -305,7 +311,7 @@ static int do_clear(struct wr_outlog_op *op, wr_error_t *err) {
   _cleanup_close_ int out = open_output(op, false, err);
 
   if (out < 0)
-    return err->code == ENOENT ? 0 : -1;
+    return nothing_there(err) ? 0 : -1;
   return each_entry(out, remove_entry, NULL, err);
 }
 
@@ -681,7 +687,7 @@ static void run_next(struct wr_sandbox *sb) {
   struct wr_outlog_op *op;
   struct outlog_job *j;
 
-  if (o->busy || o->closed)
+  if (o->busy || o->closed || sb->removed)
     return;
   op = ops_pop(o);
   if (op == NULL)
@@ -699,7 +705,13 @@ static void run_next(struct wr_sandbox *sb) {
   wr_job_queue(sb->d, &j->job);
 }
 
+/* A sandbox out of the table is going or gone: nothing more is queued
+ * for it (a job would outlive it). */
 static void queue_op(struct wr_sandbox *sb, struct wr_outlog_op *op) {
+  if (sb->removed || sb->outlog.closed) {
+    op_free(op);
+    return;
+  }
   ops_push(&sb->outlog, op);
   run_next(sb);
 }

@@ -787,12 +787,16 @@ void wr_procs_sandbox_gone(struct wr_sandbox *sb) {
   }
 }
 
-/* Their files go in one sweep, with any left by processes a restarted
- * daemon could not take back. */
 void wr_procs_free_all(struct wr_sandbox *sb) {
-  sb->outlog.clearing = true;
   while (sb->procs != NULL)
     wr_proc_remove(sb->procs);
+}
+
+/* Their files go in one sweep, with any left by processes a restarted
+ * daemon could not take back. */
+void wr_procs_forget_all(struct wr_sandbox *sb) {
+  sb->outlog.clearing = true;
+  wr_procs_free_all(sb);
   sb->outlog.clearing = false;
   wr_outlog_clear(sb);
 }

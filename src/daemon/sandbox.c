@@ -858,7 +858,7 @@ void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
     reply_sandbox(req, 200, sb);
     return;
   }
-  wr_procs_free_all(sb); /* the processes of the last run are history */
+  wr_procs_forget_all(sb); /* the processes of the last run are history */
   wr_job_queue(sb->d,
                &sb_job_new(sb, req, "starting", start_work, start_done)->job);
 }

@@ -207,7 +207,8 @@ test_output_of_a_gibibyte_writer_stays_bounded() {
 }
 
 # With a disk limit the files are on the sandbox's own filesystem (they
-# count against it), never in the host-side directory.
+# count against it), never in the host-side directory; a new start of
+# the sandbox removes them with the last run's processes.
 test_kept_output_counts_against_the_disk_limit() {
   local id
   new_sandbox audit-disk --disk 64m
@@ -221,4 +222,10 @@ test_kept_output_counts_against_the_disk_limit() {
     fail "files in the host-side directory: $(output_files "$id")"
   [ "$(stat -c %d "$WR_ROOT/sandboxes/$id/disk/output")" != \
     "$(stat -c %d "$WR_ROOT/sandboxes/$id")" ] || fail "disk/output is on the host's disk"
+  # A new run starts from nothing: the last run's processes and their
+  # files go.
+  "$WARREN" stop audit-disk >/dev/null
+  "$WARREN" start audit-disk >/dev/null
+  wait_until 10 sh -c "[ -z \"\$(find '$WR_ROOT/sandboxes/$id/disk/output' -type f)\" ]" ||
+    fail "files of the last run after a start: $(output_files "$id")"
 }
