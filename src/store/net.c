@@ -268,13 +268,16 @@ static int64_t held(const wr_store_t *st, const char *key) {
 /* Record a change in what a holder holds; one that holds nothing more is
  * forgotten (its dropped count stays in the table). */
 static void add_held(wr_store_t *st, const char *key, int64_t delta) {
-  int64_t now = held(st, key) + delta;
+  json_t *v = json_object_get(st->netlog_held, key);
+  int64_t now = json_integer_value(v) + delta;
 
   st->netlog_total += delta;
-  if (now > 0)
-    json_object_set_new(st->netlog_held, key, json_integer(now));
-  else
+  if (now <= 0)
     json_object_del(st->netlog_held, key);
+  else if (v != NULL)
+    json_integer_set(v, now);
+  else
+    json_object_set_new(st->netlog_held, key, json_integer(now));
 }
 
 /* Uses the index on (sandbox_id, id), so this reads no entry's row. */
