@@ -66,20 +66,6 @@ static char *split_parent(const char *norm, char **name) {
   return parent;
 }
 
-/* Reopen the inode behind an O_PATH fd. /proc/self/fd/N (the daemon's own
- * /proc) names exactly that inode, whatever has happened to its path, so
- * checking the type on the O_PATH fd first leaves no race. */
-static int reopen(int pathfd, int flags, wr_error_t *err) {
-  char proc[64];
-  int fd;
-
-  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pathfd);
-  fd = open(proc, flags | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0)
-    return wr_error_set(err, errno, "reopen");
-  return fd;
-}
-
 static char type_of(mode_t mode) {
   switch (mode & S_IFMT) {
   case S_IFDIR:
@@ -178,7 +164,9 @@ int wr_files_open_read(const struct wr_files_ctx *c, const char *path, int *fd,
     return wr_error_set(err, EISDIR, "read `%s`", norm);
   if (!S_ISREG(st.st_mode))
     return wr_error_set(err, EINVAL, "read `%s`: not a regular file", norm);
-  rfd = reopen(pfd, O_RDONLY, err);
+  /* /proc/self/fd/N names exactly the inode checked on the O_PATH fd,
+   * whatever has happened to its path since: no race. */
+  rfd = wr_fd_reopen(pfd, O_RDONLY, err);
   if (rfd < 0)
     return wr_error_wrap(err, "read `%s`", norm);
   if (info != NULL && fill_info(c, rfd, norm, info, NULL, err) < 0)
