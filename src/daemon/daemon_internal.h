@@ -98,8 +98,17 @@ int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
  * work; this opens the namespace). */
 int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
                       wr_error_t *err);
-/* The merged root for the files API (cached). */
-int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err);
+/*
+ * The merged root, for a handler that needs it (files API, exec's user
+ * lookup): true with *fd (borrowed; see retire_rootfd in sandbox.c) when
+ * it is open. Otherwise the handler returns at once, without answering:
+ * the request has been answered (the sandbox is being created or
+ * removed), or a job opens the root on the threadpool (mounting it after
+ * a reboot, which blocks) and then either answers with what went wrong or
+ * calls again(req, daemon), the handler itself, which finds the root open.
+ */
+bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
+                           wr_http_handler_fn again, int *fd);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,

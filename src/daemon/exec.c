@@ -27,12 +27,18 @@ struct exec_req {
   bool upgrade;
 };
 
-/* What a spawn needs until init replies. */
+/* What a spawn needs until init replies. From the request until the
+ * user is resolved, x borrows its strings from body. */
 struct spawn_ctx {
+  struct wr_job job; /* the user lookup */
   struct wr_sandbox *sb;
   wr_http_req_t *req;
   struct wr_proc *p;
+  json_t *body;
   struct exec_req x;
+  char **argv, **extra;
+  int rootfd; /* borrowed from sb, for the user lookup */
+  struct wr_user u;
   char *stdin_text;
   int stdin_w;  /* our end of stdin (pipe), or -1 */
   int out_r[2]; /* our ends of stdout, stderr */
@@ -71,6 +77,9 @@ static void spawn_ctx_free(struct spawn_ctx *c) {
     if (c->out_r[i] >= 0)
       close(c->out_r[i]);
   free(c->stdin_text);
+  wr_strv_free(c->argv);
+  wr_strv_free(c->extra);
+  json_decref(c->body);
   wr_sandbox_unref(c->sb);
   free(c);
 }
@@ -345,58 +354,105 @@ static char *next_tag(struct wr_sandbox *sb) {
   }
 }
 
-void wr_api_exec(wr_http_req_t *req, void *ctx) {
-  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
-  _cleanup_json_ json_t *body = NULL;
-  _cleanup_strv_ char **argv = NULL;
-  _cleanup_strv_ char **extra = NULL;
+/* Ask init to spawn the process, the user being known. */
+static void spawn(struct spawn_ctx *c) {
   _cleanup_strv_ char **env = NULL;
-  struct spawn_ctx *c;
-  struct wr_user u;
+  struct wr_sandbox *sb = c->sb;
   wr_error_t err;
-  int rootfd;
 
-  if (sb == NULL || !check_running(sb, req))
-    return;
-  c = xcalloc(1, sizeof(*c));
-  c->stdin_w = c->out_r[0] = c->out_r[1] = -1;
-  c->sb = sb;
-  c->req = req;
-  wr_sandbox_ref(sb);
-  if (parse_exec(req, &c->x, &body) < 0) {
-    spawn_ctx_free(c);
-    return;
-  }
-  if (check_exec(sb, &c->x, &err) < 0 ||
-      wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &argv, &err) < 0 ||
-      (c->x.env && wr_json_env(c->x.env, "env", &extra, &err) < 0) ||
-      (rootfd = wr_sandbox_rootfd(sb, &err)) < 0 ||
-      wr_user_resolve(rootfd, c->x.user, &u, &err) < 0) {
-    wr_reply_err(req, &err);
-    spawn_ctx_free(c);
-    return;
-  }
   if (c->x.cwd == NULL)
     c->x.cwd = sb->spec.workdir;
-  env = build_env(sb, &u, extra, c->x.tty);
+  env = build_env(sb, &c->u, c->extra, c->x.tty);
   c->p = wr_proc_new(sb);
-  c->p->argv = wr_strv_dup(argv);
+  c->p->argv = wr_strv_dup(c->argv);
   c->p->tty = c->x.tty;
   c->p->background = c->x.background;
   if (c->x.background)
     c->p->tag = c->x.tag ? xstrdup(c->x.tag) : next_tag(sb);
   if (c->x.stdin_text != NULL)
     c->stdin_text = xstrdup(c->x.stdin_text);
-  wr_http_on_abort(req, on_early_abort, c);
-  if (send_spawn(c, &u, argv, env, &err) < 0) {
+  if (send_spawn(c, &c->u, c->argv, env, &err) < 0) {
+    wr_http_on_abort(c->req, NULL, NULL);
     wr_proc_remove(c->p);
-    wr_reply_err(req, &err);
+    wr_reply_err(c->req, &err);
     spawn_ctx_free(c);
   }
-  /* The body is freed here; spawned() uses only copied strings, the cwd
-   * and tag having been sent already. */
-  c->x.cwd = NULL;
-  c->x.tag = NULL;
+  /* Otherwise on_spawned has c now. */
+}
+
+/* The user is looked up in the sandbox's own files, which may be hostile
+ * (a FIFO, a terabyte): on the threadpool, bounded (users.c). */
+static void user_work(struct wr_job *job) {
+  struct spawn_ctx *c = job->arg;
+
+  job->result = wr_user_resolve(c->rootfd, c->x.user, &c->u, &job->err);
+}
+
+/* Back on the loop: the lookup may have failed, and meanwhile the client
+ * may have gone, the sandbox stopped, or another exec taken the tag or
+ * the last process slot. False when that answered the request. */
+static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
+  wr_error_t err;
+
+  if (job->result < 0) {
+    wr_reply_err(c->req, &job->err);
+    return false;
+  }
+  if (c->aborted) {
+    wr_http_reply_error(c->req, 499, "aborted", "the client went away");
+    return false;
+  }
+  if (!check_running(c->sb, c->req))
+    return false;
+  if (check_exec(c->sb, &c->x, &err) < 0) {
+    wr_reply_err(c->req, &err);
+    return false;
+  }
+  return true;
+}
+
+static void user_done(struct wr_job *job) {
+  struct spawn_ctx *c = job->arg;
+
+  if (!still_wanted(c, job)) {
+    wr_http_on_abort(c->req, NULL, NULL);
+    spawn_ctx_free(c);
+    return;
+  }
+  spawn(c);
+}
+
+void wr_api_exec(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct spawn_ctx *c;
+  wr_error_t err;
+  int rootfd;
+
+  if (sb == NULL || !check_running(sb, req) ||
+      !wr_sandbox_root_ready(sb, req, wr_api_exec, &rootfd))
+    return;
+  c = xcalloc(1, sizeof(*c));
+  c->stdin_w = c->out_r[0] = c->out_r[1] = -1;
+  c->sb = sb;
+  c->req = req;
+  c->rootfd = rootfd;
+  wr_sandbox_ref(sb);
+  if (parse_exec(req, &c->x, &c->body) < 0) {
+    spawn_ctx_free(c);
+    return;
+  }
+  if (check_exec(sb, &c->x, &err) < 0 ||
+      wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &c->argv, &err) < 0 ||
+      (c->x.env && wr_json_env(c->x.env, "env", &c->extra, &err) < 0)) {
+    wr_reply_err(req, &err);
+    spawn_ctx_free(c);
+    return;
+  }
+  wr_http_on_abort(req, on_early_abort, c);
+  c->job.fn = user_work;
+  c->job.done = user_done;
+  c->job.arg = c;
+  wr_job_queue(sb->d, &c->job);
 }
 
 /* ---- background processes ------------------------------------------------ */

@@ -121,8 +121,11 @@ static void fjob_free(struct fjob *j) {
   free(j);
 }
 
-/* Start a files request: find the sandbox and its root, check the path. */
-static struct fjob *fjob_new(void *ctx, wr_http_req_t *req, const char *path,
+/* Start a files request: find the sandbox and its root, check the path.
+ * NULL when the request was answered, or when the root is being opened
+ * on the threadpool: then `self`, the handler, runs again once it is. */
+static struct fjob *fjob_new(void *ctx, wr_http_req_t *req,
+                             wr_http_handler_fn self, const char *path,
                              wr_job_fn fn, wr_job_fn done) {
   struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
   struct fjob *j;
@@ -141,11 +144,12 @@ static struct fjob *fjob_new(void *ctx, wr_http_req_t *req, const char *path,
                         path);
     return NULL;
   }
-  if (wr_path_check(path, &err) < 0 ||
-      (rootfd = wr_sandbox_rootfd(sb, &err)) < 0) {
+  if (wr_path_check(path, &err) < 0) {
     wr_reply_err(req, &err);
     return NULL;
   }
+  if (!wr_sandbox_root_ready(sb, req, self, &rootfd))
+    return NULL;
   j = xcalloc(1, sizeof(*j));
   j->sb = sb;
   j->req = req;
@@ -190,8 +194,8 @@ static void stat_work(struct wr_job *job) {
 }
 
 void wr_api_files_stat(wr_http_req_t *req, void *ctx) {
-  struct fjob *j =
-      fjob_new(ctx, req, wr_http_query(req, "path"), stat_work, done_info);
+  struct fjob *j = fjob_new(ctx, req, wr_api_files_stat,
+                            wr_http_query(req, "path"), stat_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -240,7 +244,8 @@ void wr_api_files_list(wr_http_req_t *req, void *ctx) {
       wr_req_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT, &limit) <
           0)
     return;
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), list_work, list_done);
+  j = fjob_new(ctx, req, wr_api_files_list, wr_http_query(req, "path"),
+               list_work, list_done);
   if (j == NULL)
     return;
   j->depth = (unsigned)depth;
@@ -260,6 +265,7 @@ static void mkdir_work(struct wr_job *job) {
 
 /* Decode {"path", "mode"?, flag?} bodies shared by mkdir and chmod. */
 static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
+                                   wr_http_handler_fn self,
                                    const char *flag_name, bool flag_def,
                                    uint32_t mode_def, bool mode_required,
                                    wr_job_fn fn, wr_job_fn done) {
@@ -282,7 +288,7 @@ static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
     wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
     return NULL;
   }
-  j = fjob_new(ctx, req, path, fn, done);
+  j = fjob_new(ctx, req, self, path, fn, done);
   if (j != NULL) {
     j->mode = m;
     j->flag = flag;
@@ -291,8 +297,8 @@ static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
 }
 
 void wr_api_files_mkdir(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = path_mode_body(req, ctx, "parents", true, 0755, false,
-                                  mkdir_work, done_info);
+  struct fjob *j = path_mode_body(req, ctx, wr_api_files_mkdir, "parents", true,
+                                  0755, false, mkdir_work, done_info);
 
   if (j != NULL) {
     j->limit = 1; /* 201 */
@@ -309,8 +315,8 @@ static void chmod_work(struct wr_job *job) {
 }
 
 void wr_api_files_chmod(wr_http_req_t *req, void *ctx) {
-  struct fjob *j =
-      path_mode_body(req, ctx, NULL, false, 0, true, chmod_work, done_info);
+  struct fjob *j = path_mode_body(req, ctx, wr_api_files_chmod, NULL, false, 0,
+                                  true, chmod_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -328,7 +334,8 @@ void wr_api_files_delete(wr_http_req_t *req, void *ctx) {
 
   if (wr_req_bool(req, "recursive", false, &recursive) < 0)
     return;
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), delete_work, done_empty);
+  j = fjob_new(ctx, req, wr_api_files_delete, wr_http_query(req, "path"),
+               delete_work, done_empty);
   if (j != NULL) {
     j->flag = recursive;
     wr_job_queue(j->sb->d, &j->job);
@@ -365,7 +372,7 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
     wr_reply_err(req, &err);
     return;
   }
-  j = fjob_new(ctx, req, from, move_work, done_info);
+  j = fjob_new(ctx, req, wr_api_files_move, from, move_work, done_info);
   if (j != NULL) {
     j->to = xstrdup(to);
     j->flag = overwrite;
@@ -487,8 +494,9 @@ static void open_read_done(struct wr_job *job) {
 }
 
 void wr_api_files_read(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"),
-                            open_read_work, open_read_done);
+  struct fjob *j =
+      fjob_new(ctx, req, wr_api_files_read, wr_http_query(req, "path"),
+               open_read_work, open_read_done);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -659,8 +667,8 @@ void wr_api_files_write(wr_http_req_t *req, void *ctx) {
     wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
     return;
   }
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), write_begin_work,
-               write_begin_done);
+  j = fjob_new(ctx, req, wr_api_files_write, wr_http_query(req, "path"),
+               write_begin_work, write_begin_done);
   if (j == NULL)
     return;
   j->mode = mode;
@@ -876,8 +884,9 @@ static void archive_stat_done(struct wr_job *job) {
 }
 
 void wr_api_files_archive_get(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"), stat_work,
-                            archive_stat_done);
+  struct fjob *j =
+      fjob_new(ctx, req, wr_api_files_archive_get, wr_http_query(req, "path"),
+               stat_work, archive_stat_done);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -990,7 +999,8 @@ static void tar_extract_done(struct wr_job *job) {
 }
 
 void wr_api_files_archive_put(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"), NULL, NULL);
+  struct fjob *j = fjob_new(ctx, req, wr_api_files_archive_put,
+                            wr_http_query(req, "path"), NULL, NULL);
   struct tarpipe *tp;
   wr_error_t err;
 

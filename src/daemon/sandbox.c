@@ -133,22 +133,85 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
   };
 }
 
-int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err) {
-  struct wr_rt_spec spec;
-
-  if (sb->rootfd >= 0)
-    return sb->rootfd;
-  /* Mounting it here (on the loop thread) while a job makes or removes
-   * it would wait for that job, or bring back what rm is taking away. */
+/* Whether the root may be opened now: mounting it while a job makes or
+ * removes it would wait for that job, or bring back what rm is taking
+ * away. */
+static int root_allowed(const struct wr_sandbox *sb, wr_error_t *err) {
   if (sb->state == WR_SB_CREATING)
     return wr_error_setx(err, EBUSY, "sandbox `%s` is being created", sb->name);
   if (sb->removed || sb->removing ||
       (sb->busy != NULL && strcmp(sb->busy, "removing") == 0))
     return wr_error_setx(err, ENOENT, "sandbox `%s` is being removed",
                          sb->name);
-  wr_sandbox_rt_spec(sb, &spec);
-  sb->rootfd = wr_rt_open_root(sb->d->rt, &spec, err);
-  return sb->rootfd;
+  return 0;
+}
+
+/* Opening the root for a request: on the threadpool, since it may mount
+ * the root, its disk image and its workspace (after a reboot), and checks
+ * the workspace, all of which block. */
+struct root_job {
+  struct wr_job job;
+  struct wr_sandbox *sb;
+  struct wr_rt_spec spec;
+  wr_http_req_t *req;
+  wr_http_handler_fn again;
+  int fd;
+};
+
+static void root_work(struct wr_job *job) {
+  struct root_job *j = job->arg;
+
+  j->fd = wr_rt_open_root(job->d->rt, &j->spec, &job->err);
+  job->result = j->fd < 0 ? -1 : 0;
+}
+
+/* Keep the fd as the sandbox's (unless another job was quicker, or the
+ * sandbox is going away), then run the handler again: it finds the root
+ * open. */
+static void root_done(struct wr_job *job) {
+  struct root_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+
+  if (job->result == 0 && root_allowed(sb, &job->err) < 0)
+    job->result = -1;
+  if (job->result < 0) {
+    wr_reply_err(j->req, &job->err);
+  } else {
+    if (sb->rootfd < 0)
+      sb->rootfd = steal_fd(&j->fd);
+    j->again(j->req, sb->d);
+  }
+  if (j->fd >= 0)
+    close(j->fd);
+  wr_sandbox_unref(sb);
+  free(j);
+}
+
+bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
+                           wr_http_handler_fn again, int *fd) {
+  struct root_job *j;
+  wr_error_t err;
+
+  if (sb->rootfd >= 0) {
+    *fd = sb->rootfd;
+    return true;
+  }
+  if (root_allowed(sb, &err) < 0) {
+    wr_reply_err(req, &err);
+    return false;
+  }
+  j = xcalloc(1, sizeof(*j));
+  j->sb = sb;
+  j->req = req;
+  j->again = again;
+  j->fd = -1;
+  j->job.fn = root_work;
+  j->job.done = root_done;
+  j->job.arg = j;
+  wr_sandbox_rt_spec(sb, &j->spec);
+  wr_sandbox_ref(sb);
+  wr_job_queue(sb->d, &j->job);
+  return false;
 }
 
 /* ---- JSON --------------------------------------------------------------- */
