@@ -296,6 +296,10 @@ int wr_read_in_root(int rootfd, const char *where, const char *path, size_t max,
 int wr_write_in_root(int rootfd, const char *where, const char *path,
                      const void *data, size_t len, mode_t mode, uid_t owner,
                      wr_error_t *err);
+/* wr_open_confined on a host path (absolute; `where` is "on the host"),
+ * for a directory a sandbox may have changed: a workspace, a repository. */
+int wr_open_host_confined(const char *path, unsigned flags, struct stat *st,
+                          wr_error_t *err);
 
 /* ---- JSON (jansson) --------------------------------------------------- */
 
@@ -347,5 +351,7 @@ char *wr_json_dumps(const json_t *j);
 
 /* Archives and in-root path helpers. */
 #include "common/tar.h"
+/* Git repositories recognised on disk (clone mode). */
+#include "common/gitrepo.h"
 
 #endif

@@ -640,3 +640,12 @@ int wr_write_in_root(int rootfd, const char *where, const char *path,
   }
   return 0;
 }
+
+int wr_open_host_confined(const char *path, unsigned flags, struct stat *st,
+                          wr_error_t *err) {
+  _cleanup_close_ int host = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+  if (host < 0)
+    return wr_error_set(err, errno, "open `/`");
+  return wr_open_confined(host, "on the host", path, flags, st, err);
+}
