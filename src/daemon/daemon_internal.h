@@ -26,11 +26,13 @@ struct wr_sandbox_spec {
   /* The agent kit (NULL: none given) and the workspace: a host directory
    * mounted at /workspace ("direct") or read-only at /origin with a clone
    * of it at /workspace ("clone"); NULL without one. ws_uid/ws_gid own
-   * ws_path on the host: root inside writes as them there. */
+   * ws_path on the host: root inside writes as them there; ws_id is the
+   * directory as it was at create, checked at every mount. */
   char *agent;
   char *ws_mode;
   char *ws_path;
   uint32_t ws_uid, ws_gid;
+  struct wr_ws_identity ws_id;
 };
 
 enum wr_sandbox_state {
@@ -393,6 +395,29 @@ char **wr_kit_names(char *const *dirs);
 
 void wr_api_kit_list(wr_http_req_t *req, void *ctx); /* GET /v1/kits */
 void wr_api_kit_get(wr_http_req_t *req, void *ctx);  /* GET /v1/kits/{name} */
+
+/* ---- workspaces at create (workspaces.c) --------------------------------- */
+
+/* A workspace a client asks for, and what checking it found. */
+struct wr_ws_check {
+  const char *path, *mode; /* as asked (borrowed); mode "direct"/"clone" */
+  const char *state_root;  /* the daemon's --root (borrowed) */
+  char *real;              /* the canonical path (owned) */
+  uint32_t uid, gid;       /* its owner */
+  struct wr_ws_identity id;
+};
+
+/* The fields of a create request's "workspace" object, checked without
+ * touching the disk (loop thread): c->path and c->mode. */
+int wr_ws_check_request(json_t *ws, struct wr_ws_check *c, wr_error_t *err);
+/* Everything else, on a worker thread (it reads a directory the client
+ * names, which may be inside another sandbox's workspace): a directory,
+ * not the host's machinery or warren's state, not root's, and in clone
+ * mode a git repository with a commit (src/common/gitrepo.c), the same
+ * refusals whichever client asks; fills real, uid, gid and id. Errors
+ * are EINVAL, with a message for the client. */
+int wr_ws_check_host(struct wr_ws_check *c, wr_error_t *err);
+void wr_ws_check_clear(struct wr_ws_check *c);
 
 /* ---- workspace diff (diff_api.c) ----------------------------------------- */
 

@@ -293,12 +293,14 @@ static int seed_trust(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
 static int save_baseline(const struct wr_runtime *rt,
                          const struct wr_rt_spec *spec, wr_error_t *err) {
   _cleanup_free_ char *dir = NULL, *file = NULL;
+  _cleanup_close_ int ws = -1;
 
   if (spec->ws_path == NULL || spec->ws_clone)
     return 0;
   dir = wr_rt_sandbox_dir(rt, spec->id);
   file = xasprintf("%s/" WR_WS_MANIFEST, dir);
-  if (wr_manifest_save(spec->ws_path, file, err) < 0)
+  ws = wr_workspace_open(spec, false, err);
+  if (ws < 0 || wr_manifest_save(ws, file, err) < 0)
     return wr_error_wrap(err, "record the workspace `%s`", spec->ws_path);
   return 0;
 }
