@@ -5,7 +5,8 @@
  *
  * The host never runs git on a repository the sandbox can write, and never
  * runs git as root in a repository that belongs to someone else: the git
- * directory is found by reading files, and the remote is written by
+ * directory is found by reading files (src/common/gitrepo.c, which the
+ * daemon uses too), and the remote is written by
  * `git config --file` run as the repository's owner, with no discovery,
  * no system or global configuration and no hooks. Everything that needs
  * git on the repository's contents runs inside the sandbox.

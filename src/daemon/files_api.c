@@ -4,9 +4,11 @@
  * Every operation resolves its path inside the sandbox's merged root (see
  * src/runtime/files.h), so it works whether the sandbox runs, is paused or
  * is stopped, and nothing a sandbox plants can lead it outside. The
- * operations block on the filesystem, so they run as threadpool jobs;
- * file contents stream through uv_fs calls and tar archives through a pipe
- * to a job that writes or reads the archive.
+ * operations block on the filesystem, so they run as threadpool jobs, and
+ * so does opening the root when it is not open yet (after a reboot that
+ * mounts it: wr_sandbox_root_ready); file contents stream through uv_fs
+ * calls and tar archives through a pipe to a job that writes or reads the
+ * archive.
  */
 #include "daemon/daemon_internal.h"
 
