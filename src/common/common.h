@@ -151,6 +151,8 @@ size_t wr_ring_read(const wr_ring_t *r, uint64_t from, void *out, size_t max,
 /* ---- string vectors --------------------------------------------------- */
 
 size_t wr_strv_len(char *const *v);
+/* The bytes of the strings of v, each with its NUL (as exec carries them). */
+size_t wr_strv_bytes(char *const *v);
 void wr_strv_free(char **v);
 char **wr_strv_dup(char *const *v);
 /* Append a copy of s; v may be NULL. Returns the new vector. */
