@@ -196,6 +196,19 @@ uint64_t wr_mono_ns(void);
 /* RFC 3339 UTC ("2026-11-30T02:50:41Z") into out (>= 32 bytes). */
 void wr_format_time(int64_t ms, char *out, size_t size);
 
+/* ---- text for terminals (text.c) --------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1-4, at most `left` bytes), or
+ * 0 when it is not one. */
+size_t wr_utf8_seq(const char *s, size_t left);
+/* The length of the next unit of s (a character, or one byte that is not
+ * UTF-8), and whether a terminal could obey it instead of showing it: C0
+ * controls (newline and tab included), DEL, C1 controls, bytes that are
+ * not UTF-8, and the bidi marks that reorder text. */
+size_t wr_text_unit(const char *s, size_t left, bool *unsafe);
+/* Whether every unit of s is safe to print as it is. */
+bool wr_text_is_safe(const char *s);
+
 /* ---- base64 ------------------------------------------------------------ */
 
 /* Standard alphabet with padding (caller frees). */
