@@ -334,6 +334,17 @@ int wr_cli_usage(const char *cmd, const wr_error_t *err);
 int wr_cli_help(const char *text);
 /* Pretty JSON on stdout. */
 int wr_cli_print_json(const json_t *j);
+/* Extra jansson flags for JSON printed to stdout (see output.c). */
+size_t wr_cli_json_flags(void);
+/* A name or value for plain output: s itself when every character is safe
+ * for a terminal (see wr_text_unit), else quoted as ls quotes file names
+ * ('a'$'\033''b'). Caller frees. Tables quote every cell. */
+char *wr_cli_quote(const char *s);
+/* A message with its unsafe characters as C escapes in place (newline and
+ * tab kept); wr_cli_fail applies it to every error line. Caller frees. */
+char *wr_cli_safe_text(const char *s);
+/* Print a formatted line (newline added) made safe by wr_cli_safe_text. */
+void wr_cli_line(FILE *out, const char *fmt, ...) WR_PRINTF(2, 3);
 
 /* A text table: rows of cells; columns padded to the widest cell. */
 struct wr_cli_table {

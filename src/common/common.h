@@ -152,6 +152,8 @@ size_t wr_ring_read(const wr_ring_t *r, uint64_t from, void *out, size_t max,
 /* ---- string vectors --------------------------------------------------- */
 
 size_t wr_strv_len(char *const *v);
+/* The bytes of the strings of v, each with its NUL (as exec carries them). */
+size_t wr_strv_bytes(char *const *v);
 void wr_strv_free(char **v);
 char **wr_strv_dup(char *const *v);
 /* Append a copy of s; v may be NULL. Returns the new vector. */
@@ -194,6 +196,19 @@ int64_t wr_now_ms(void);
 uint64_t wr_mono_ns(void);
 /* RFC 3339 UTC ("2026-11-30T02:50:41Z") into out (>= 32 bytes). */
 void wr_format_time(int64_t ms, char *out, size_t size);
+
+/* ---- text for terminals (text.c) --------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1-4, at most `left` bytes), or
+ * 0 when it is not one. */
+size_t wr_utf8_seq(const char *s, size_t left);
+/* The length of the next unit of s (a character, or one byte that is not
+ * UTF-8), and whether a terminal could obey it instead of showing it: C0
+ * controls (newline and tab included), DEL, C1 controls, bytes that are
+ * not UTF-8, and the bidi marks that reorder text. */
+size_t wr_text_unit(const char *s, size_t left, bool *unsafe);
+/* Whether every unit of s is safe to print as it is. */
+bool wr_text_is_safe(const char *s);
 
 /* ---- base64 ------------------------------------------------------------ */
 

@@ -81,6 +81,9 @@ void wr_reply_err(wr_http_req_t *req, const wr_error_t *err) {
   case ESTALE: /* a workspace that is not the directory recorded */
     wr_http_reply_error(req, 409, "conflict", "%s", err->msg);
     break;
+  case E2BIG:
+    wr_http_reply_error(req, 400, "too_large", "%s", err->msg);
+    break;
   case 0:
   case EINVAL:
   case ENAMETOOLONG:

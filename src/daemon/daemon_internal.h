@@ -151,6 +151,19 @@ void wr_initconn_cancel(struct wr_initconn *c, void *arg);
 
 /* ---- processes (exec.c, procs.c) ---------------------------------------- */
 
+/*
+ * What an exec carries to warren-init is one datagram: the strings of its
+ * command, environment, working directory and tag take at most
+ * WR_INIT_SPAWN_STR_MAX bytes. So that every exec keeps room for its
+ * command, a sandbox's own environment may take at most WR_SANDBOX_ENV_MAX
+ * bytes in WR_SANDBOX_ENV_VARS variables (checked at create) and the
+ * secrets' placeholders WR_SECRET_ENV_MAX (checked when a secret is set);
+ * each exec is checked against the whole when it comes in.
+ */
+#define WR_SANDBOX_ENV_MAX (32u << 10)
+#define WR_SANDBOX_ENV_VARS 1024
+#define WR_SECRET_ENV_MAX (8u << 10)
+
 /* The largest frame a client may send (api.h has the protocol). */
 #define WR_FRAME_MAX_IN (1u << 20)
 

@@ -296,6 +296,58 @@ static int parse_exec(wr_http_req_t *req, struct exec_req *x, json_t **body) {
   return 0;
 }
 
+/* The most bytes of the variables build_env sets before the network's and
+ * the sandbox's: HOME and USER come from the sandbox's /etc/passwd, bounded
+ * by struct wr_user. */
+static size_t login_env_max(const struct wr_sandbox *sb) {
+  const struct wr_user *u = NULL;
+
+  return sizeof(default_path) + sizeof("HOME=") + sizeof(u->home) +
+         sizeof("USER=") + sizeof(u->name) + sizeof("HOSTNAME=") +
+         strlen(sb->name) + sizeof("TERM=xterm-256color");
+}
+
+/* Whether the command and everything that goes with it fit in one SPAWN
+ * (see WR_INIT_SPAWN_STR_MAX), counted before the user is looked up, so
+ * that a request too large for init gets a 400 that says so. */
+static int check_spawn_size(struct wr_sandbox *sb, const struct exec_req *x,
+                            char *const *argv, char *const *extra,
+                            wr_error_t *err) {
+  _cleanup_strv_ char **net = wr_network_env(sb);
+  const char *cwd = x->cwd ? x->cwd : sb->spec.workdir;
+  size_t cmd = wr_strv_bytes(argv), own = wr_strv_bytes(extra);
+  size_t theirs =
+      login_env_max(sb) + wr_strv_bytes(net) + wr_strv_bytes(sb->spec.env);
+  size_t rest = strlen(cwd) + 1 + WR_INIT_TAG_MAX + 1;
+  size_t vars =
+      5 + wr_strv_len(net) + wr_strv_len(sb->spec.env) + wr_strv_len(extra);
+
+  if (vars > WR_INIT_MAX_ARGS)
+    return wr_error_setx(err, E2BIG,
+                         "the exec's environment would have %zu variables "
+                         "(%zu of its own); an exec carries at most %d",
+                         vars, wr_strv_len(extra), WR_INIT_MAX_ARGS);
+  if (cmd + own + theirs + rest > WR_INIT_SPAWN_STR_MAX)
+    return wr_error_setx(err, E2BIG,
+                         "the exec takes %zu bytes (cmd %zu, env %zu, the "
+                         "sandbox's and warren's variables up to %zu, cwd and "
+                         "tag up to %zu); an exec carries at most %d bytes",
+                         cmd + own + theirs + rest, cmd, own, theirs, rest,
+                         WR_INIT_SPAWN_STR_MAX);
+  return 0;
+}
+
+/* What is checked once the command and env are decoded. */
+static int check_exec_strings(struct wr_sandbox *sb, const struct exec_req *x,
+                              char *const *argv, char *const *extra,
+                              wr_error_t *err) {
+  if (argv[0][0] == '\0')
+    return wr_error_setx(err, EINVAL, "cmd[0] must name a program, not \"\"");
+  if (x->cwd != NULL && wr_path_check(x->cwd, err) < 0)
+    return wr_error_wrap(err, "cwd");
+  return check_spawn_size(sb, x, argv, extra, err);
+}
+
 static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
                       wr_error_t *err) {
   size_t nprocs = 0;
@@ -443,7 +495,8 @@ void wr_api_exec(wr_http_req_t *req, void *ctx) {
   }
   if (check_exec(sb, &c->x, &err) < 0 ||
       wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &c->argv, &err) < 0 ||
-      (c->x.env && wr_json_env(c->x.env, "env", &c->extra, &err) < 0)) {
+      (c->x.env && wr_json_env(c->x.env, "env", &c->extra, &err) < 0) ||
+      check_exec_strings(sb, &c->x, c->argv, c->extra, &err) < 0) {
     wr_reply_err(req, &err);
     spawn_ctx_free(c);
     return;

@@ -683,6 +683,22 @@ static int check_create(struct wr_daemon *d, struct create_req *c,
   return check_agent(d, c, err);
 }
 
+/* A sandbox's environment goes with every exec: it may take only part of
+ * what an exec carries (WR_SANDBOX_ENV_MAX), or every exec would fail. */
+static int check_env_size(char *const *env, wr_error_t *err) {
+  size_t bytes = wr_strv_bytes(env), vars = wr_strv_len(env);
+
+  if (vars > WR_SANDBOX_ENV_VARS || bytes > WR_SANDBOX_ENV_MAX)
+    return wr_error_setx(err, E2BIG,
+                         "env takes %zu bytes in %zu variable%s (the kit's "
+                         "included); a sandbox's environment may take at "
+                         "most %u bytes in %d variables, so that every exec "
+                         "keeps room for its command",
+                         bytes, vars, vars == 1 ? "" : "s", WR_SANDBOX_ENV_MAX,
+                         WR_SANDBOX_ENV_VARS);
+  return 0;
+}
+
 /* The kit's environment comes first; the request's overrides it. */
 static int merge_env(const struct create_req *c, char ***env, wr_error_t *err) {
   char **mine = NULL;
@@ -692,13 +708,13 @@ static int merge_env(const struct create_req *c, char ***env, wr_error_t *err) {
     for (size_t i = 0; c->kit.env[i] != NULL; i++)
       *env = wr_strv_push(*env, c->kit.env[i]);
   if (c->env == NULL)
-    return 0;
+    return check_env_size(*env, err);
   if (wr_json_env(c->env, "env", &mine, err) < 0)
     return -1;
   for (size_t i = 0; mine[i] != NULL; i++)
     *env = wr_strv_setenv(*env, mine[i]);
   wr_strv_free(mine);
-  return 0;
+  return check_env_size(*env, err);
 }
 
 static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,

@@ -459,6 +459,32 @@ static void test_rm_rf_wide(void **state) {
   assert_int_equal(access(dir, F_OK), -1);
 }
 
+/* What a terminal could obey instead of showing, and UTF-8 decoding at
+ * the end of a buffer. */
+static void test_text_safety(void **state) {
+  static const char *const safe[] = {"", "plain text", "caf\xc3\xa9",
+                                     "\xf0\x9f\x90\x87 rabbit", "tab-free"};
+  static const char *const unsafe[] = {
+      "\x1b[31m", "a\nb",     "a\tb",         "\x7f",
+      "\xc2\x9b", "\xc2\x80", "\xe2\x80\xae", "\xe2\x81\xa6",
+      "\xff",     "\xc3",     "\xed\xa0\x80", /* a surrogate */
+      "\xc0\xaf",                             /* overlong "/" */
+  };
+  bool bad;
+  (void)state;
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(safe); i++)
+    assert_true(wr_text_is_safe(safe[i]));
+  for (size_t i = 0; i < WR_ARRAY_SIZE(unsafe); i++)
+    assert_false(wr_text_is_safe(unsafe[i]));
+  assert_int_equal(wr_utf8_seq("\xc3\xa9", 1), 0); /* cut by the end */
+  assert_int_equal(wr_utf8_seq("\xc3\xa9", 2), 2);
+  assert_int_equal(wr_text_unit("\xe2\x9c\x93x", 4, &bad), 3);
+  assert_false(bad);
+  assert_int_equal(wr_text_unit("\xe2\x9c", 2, &bad), 1);
+  assert_true(bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_wrap),
@@ -475,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_write_in_root_replaces_never_opens),
       cmocka_unit_test(test_rm_rf_deep),
       cmocka_unit_test(test_rm_rf_wide),
+      cmocka_unit_test(test_text_safety),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
