@@ -450,7 +450,7 @@ static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
     wr_reply_err(c->req, &job->err);
     return false;
   }
-  if (c->aborted) {
+  if (c->aborted || wr_http_aborted(c->req)) {
     wr_http_reply_error(c->req, 499, "aborted", "the client went away");
     return false;
   }
