@@ -795,7 +795,10 @@ static void on_tar_abort(wr_http_req_t *req, void *arg) {
 static void tar_create_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = {.rootfd = j->fc.rootfd,
+                          .id_base = j->fc.id_base,
+                          .id_count = j->fc.id_count,
+                          .map_ids = true};
 
   tp->job_result = wr_tar_create(&tc, j->path, false, tp->job_fd, &tp->err);
   close(tp->job_fd);
@@ -973,7 +976,10 @@ static void on_tar_body_end(wr_http_req_t *req, int status, void *arg) {
 static void tar_extract_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = {.rootfd = j->fc.rootfd,
+                          .id_base = j->fc.id_base,
+                          .id_count = j->fc.id_count,
+                          .map_ids = true};
 
   tp->job_result =
       wr_tar_extract(&tc, j->path, true, tp->job_fd, &tp->stats, &tp->err);
