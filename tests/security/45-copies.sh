@@ -167,6 +167,25 @@ test_sparse_terabyte_copy_in_keeps_the_sandbox_disk() {
   assert_eq 644 "$("$WARREN" exec cp-in -- stat -c %a /copied)" "mode of /copied"
 }
 
+# The plain files route cannot say where holes are, so it sends them as
+# zeros, but never reads them: warrend's read bytes (/proc/PID/io rchar)
+# grow by the file's data, not by its 256 MiB.
+test_plain_download_does_not_read_holes() {
+  local before after
+  cp_sandbox cp-get
+  "$WARREN" exec cp-get -- sh -c 'truncate -s 256M /f &&
+    printf head | dd of=/f conv=notrunc status=none &&
+    printf tail | dd of=/f bs=1 seek=268435452 conv=notrunc status=none'
+  before=$(awk '/^rchar/ { print $2 }' "/proc/$(daemon_pid)/io")
+  assert_eq "$("$WARREN" exec cp-get -- sh -c 'sha256sum </f' | cut -c1-64)" \
+    "$(curl -sS --fail --unix-socket "$WR_SOCK" \
+      "http://warren$(files_url cp-get /f)" | sha256sum | cut -c1-64)" \
+    "the bytes of GET /files"
+  after=$(awk '/^rchar/ { print $2 }' "/proc/$(daemon_pid)/io")
+  [ $((after - before)) -lt $((64 * MIB)) ] ||
+    fail "warrend read $((after - before)) bytes to send a 256 MiB sparse file"
+}
+
 # ---- limits ----------------------------------------------------------------
 
 # More data than --max-size: refused with both sizes named, exit non-zero,
