@@ -592,15 +592,22 @@ static int place(const struct fetch *f, const char *tmp, wr_error_t *err) {
   return 0;
 }
 
-/* The download, through a fresh directory beside the target that is
- * removed whatever happens. */
+/*
+ * The download, through a fresh directory that is removed whatever
+ * happens: beside the target, or inside it when a directory is merged
+ * into it (which may be a filesystem of its own), so that the copy is
+ * counted against, and renamed within, the filesystem it lands on.
+ */
 static int fetch(const struct fetch *f, wr_error_t *err) {
   _cleanup_free_ char *parent = host_path(f->target);
   _cleanup_free_ char *tmp = NULL;
-  char *slash = strrchr(parent, '/');
+  struct stat st;
   int r;
 
-  slash[slash == parent ? 1 : 0] = '\0';
+  if (f->want_file || lstat(f->target, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    char *slash = strrchr(parent, '/');
+    slash[slash == parent ? 1 : 0] = '\0';
+  }
   tmp = xasprintf("%s/.warren-cp-XXXXXX", strcmp(parent, "/") ? parent : "");
   if (mkdtemp(tmp) == NULL)
     return wr_error_set(err, errno, "create a directory in `%s`", parent);
