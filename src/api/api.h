@@ -241,6 +241,7 @@ struct wr_http_response {
   int status;
   char *content_type; /* may be NULL */
   wr_buf_t body;      /* whole body for wr_http_request() */
+  wr_buf_t headers;   /* every header, as NUL-terminated name, value pairs */
 };
 
 int wr_http_client_open(const char *address, const char *api_key,
@@ -252,6 +253,9 @@ int wr_http_request(wr_http_client_t *c, const char *method,
                     const void *body, size_t body_len,
                     struct wr_http_response *resp, wr_error_t *err);
 void wr_http_response_free(struct wr_http_response *resp);
+/* The value of response header `name` (any case), or NULL. */
+const char *wr_http_response_header(const struct wr_http_response *resp,
+                                    const char *name);
 
 /*
  * Streaming: send the head (and a body of known length, or none), then

@@ -164,9 +164,15 @@ static int bounded_append(wr_http_client_t *c, wr_buf_t *b, const char *at,
 }
 
 static void commit_header(wr_http_client_t *c) {
+  const char *value = c->value.data ? c->value.data : "";
+
   if (c->field.len > 0 && strcasecmp(c->field.data, "content-type") == 0) {
     free(c->resp->content_type);
-    c->resp->content_type = xstrdup(c->value.data ? c->value.data : "");
+    c->resp->content_type = xstrdup(value);
+  }
+  if (c->field.len > 0) {
+    wr_buf_append(&c->resp->headers, c->field.data, c->field.len + 1);
+    wr_buf_append(&c->resp->headers, value, strlen(value) + 1);
   }
   wr_buf_reset(&c->field);
   wr_buf_reset(&c->value);
@@ -557,6 +563,24 @@ void wr_http_response_free(struct wr_http_response *resp) {
   free(resp->content_type);
   resp->content_type = NULL;
   wr_buf_free(&resp->body);
+  wr_buf_free(&resp->headers);
+}
+
+const char *wr_http_response_header(const struct wr_http_response *resp,
+                                    const char *name) {
+  const char *p = resp->headers.data;
+  const char *end = p + resp->headers.len;
+
+  while (p != NULL && p < end) {
+    const char *value = p + strlen(p) + 1;
+
+    if (value >= end)
+      break;
+    if (strcasecmp(p, name) == 0)
+      return value;
+    p = value + strlen(value) + 1;
+  }
+  return NULL;
 }
 
 char *wr_http_error_message(const struct wr_http_response *resp) {

@@ -159,13 +159,22 @@ struct wr_cli_cp_loc {
 int wr_cli_cp_parse_loc(const char *arg, struct wr_cli_cp_loc *loc,
                         wr_error_t *err);
 void wr_cli_cp_loc_free(struct wr_cli_cp_loc *loc);
+/* What bounds a copy: at most max_size bytes of file data (0: no limit;
+ * holes do not count). A download is also bounded by the free space where
+ * it lands. */
+struct wr_cli_cp_opts {
+  uint64_t max_size;
+};
 /* Copy a local path ("-": a tar on stdin) into a sandbox (cp_transfer.c). */
 int wr_cli_cp_upload(const struct wr_cli_ctx *ctx, const char *src,
-                     const struct wr_cli_cp_loc *dst, wr_error_t *err);
-/* Copy from a sandbox to a local path ("-": a tar on stdout). */
+                     const struct wr_cli_cp_loc *dst,
+                     const struct wr_cli_cp_opts *opts, wr_error_t *err);
+/* Copy from a sandbox to a local path ("-": a tar on stdout). A failed
+ * copy leaves nothing at the destination; one over a limit is refused
+ * with EDQUOT and a message naming the sizes. */
 int wr_cli_cp_download(const struct wr_cli_ctx *ctx,
                        const struct wr_cli_cp_loc *src, const char *dst,
-                       wr_error_t *err);
+                       const struct wr_cli_cp_opts *opts, wr_error_t *err);
 
 /* `policy allow|deny|check network [--sandbox N] HOST[:PORT]`: argv[0] is
  * the verb; "network" is the only kind of rule there is so far. */

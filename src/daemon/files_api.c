@@ -48,10 +48,11 @@ static json_t *info_json(const struct wr_file_info *fi) {
 
   snprintf(mode, sizeof(mode), "%04o", fi->mode & 07777);
   wr_format_time(fi->mtime_ms, mtime, sizeof(mtime));
-  j = json_pack("{s:o,s:o,s:s,s:I,s:s,s:i,s:i,s:s}", "name",
+  j = json_pack("{s:o,s:o,s:s,s:I,s:I,s:s,s:i,s:i,s:s}", "name",
                 wr_json_string_lossy(fi->name), "path",
                 wr_json_string_lossy(fi->path), "type", type_name(fi->type),
-                "size", (json_int_t)fi->size, "mode", mode, "uid", (int)fi->uid,
+                "size", (json_int_t)fi->size, "allocated",
+                (json_int_t)fi->allocated, "mode", mode, "uid", (int)fi->uid,
                 "gid", (int)fi->gid, "mtime", mtime);
   if (fi->link_target != NULL)
     json_object_set_new(j, "link_target",
@@ -106,7 +107,8 @@ struct fjob {
   struct wr_file_info *list;
   size_t nlist;
   bool truncated;
-  char *text; /* a serialised reply */
+  char *text;          /* a serialised reply */
+  uint64_t data_bytes; /* archives: file data the archive will carry */
   int fd;
   struct upload *upload; /* PUT files: the upload being prepared */
 };
@@ -385,16 +387,25 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
 /* ---- read a file ----------------------------------------------------------
  */
 
-/* A streamed download: uv_fs_read chunks, one at a time, paced by the
- * client. */
+/*
+ * A streamed download: one chunk at a time, read on a worker thread and
+ * paced by the client. Holes are found with SEEK_DATA and sent as zeros
+ * without being read; files/archive is the route that keeps them out of
+ * the stream altogether.
+ */
 struct download {
   struct fjob *j;
-  uv_fs_t fs;
+  uv_work_t work;
   char buf[READ_CHUNK];
+  uint64_t off;
+  ssize_t n; /* the chunk read: bytes, 0 at the end, -errno */
+  bool hole; /* the n bytes at off are a hole */
   bool reading;
   bool waiting_drain;
   bool aborted;
 };
+
+static const char zero_chunk[READ_CHUNK];
 
 static void download_next(struct download *dl);
 
@@ -409,20 +420,64 @@ static void download_finish(struct download *dl, bool failed) {
   free(dl);
 }
 
-static void on_download_read(uv_fs_t *fs) {
-  struct download *dl = fs->data;
-  ssize_t n = fs->result;
+/* Where the data at or after off starts: the file's size when only a hole
+ * is left, off itself when the filesystem cannot tell. */
+static int64_t data_at(int fd, uint64_t off) {
+  off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+  struct stat st;
 
-  uv_fs_req_cleanup(fs);
+  if (d >= 0)
+    return d;
+  if (errno != ENXIO)
+    return (int64_t)off;
+  if (fstat(fd, &st) < 0)
+    return -errno;
+  return WR_MAX((int64_t)st.st_size, (int64_t)off);
+}
+
+/* On a worker: the next chunk, a hole (counted, not read) or data (read
+ * up to the next hole). */
+static void download_read_work(uv_work_t *w) {
+  struct download *dl = w->data;
+  int fd = dl->j->fd;
+  int64_t data = data_at(fd, dl->off);
+  size_t want = READ_CHUNK;
+  off_t hole;
+  ssize_t n;
+
+  dl->hole = false;
+  if (data < 0) {
+    dl->n = (ssize_t)data;
+    return;
+  }
+  if ((uint64_t)data > dl->off) {
+    dl->hole = true;
+    dl->n = (ssize_t)WR_MIN((uint64_t)data - dl->off, (uint64_t)READ_CHUNK);
+    return;
+  }
+  hole = lseek(fd, (off_t)dl->off, SEEK_HOLE);
+  if (hole > (off_t)dl->off)
+    want = (size_t)WR_MIN((uint64_t)hole - dl->off, (uint64_t)want);
+  do
+    n = pread(fd, dl->buf, want, (off_t)dl->off);
+  while (n < 0 && errno == EINTR);
+  dl->n = n < 0 ? -errno : n;
+}
+
+static void on_download_read(uv_work_t *w, int status) {
+  struct download *dl = w->data;
+  ssize_t n = status < 0 ? status : dl->n;
+
   dl->reading = false;
   if (n <= 0 || dl->aborted) {
     if (n < 0)
-      wr_warn("read %s: %s", dl->j->path, uv_strerror((int)n));
+      wr_warn("read %s: %s", dl->j->path, strerror((int)-n));
     download_finish(dl, n < 0);
     return;
   }
-  if (wr_http_stream_write(dl->j->req, dl->buf, (size_t)n) >
-      STREAM_HIGH_WATER) {
+  dl->off += (uint64_t)n;
+  if (wr_http_stream_write(dl->j->req, dl->hole ? zero_chunk : dl->buf,
+                           (size_t)n) > STREAM_HIGH_WATER) {
     dl->waiting_drain = true;
     return;
   }
@@ -430,12 +485,10 @@ static void on_download_read(uv_fs_t *fs) {
 }
 
 static void download_next(struct download *dl) {
-  uv_buf_t b = uv_buf_init(dl->buf, sizeof(dl->buf));
-
   dl->reading = true;
-  dl->fs.data = dl;
-  if (uv_fs_read(dl->j->sb->d->loop, &dl->fs, dl->j->fd, &b, 1, -1,
-                 on_download_read) < 0) {
+  dl->work.data = dl;
+  if (uv_queue_work(dl->j->sb->d->loop, &dl->work, download_read_work,
+                    on_download_read) < 0) {
     dl->reading = false;
     download_finish(dl, true);
   }
@@ -802,10 +855,18 @@ static void on_tar_abort(wr_http_req_t *req, void *arg) {
   download_tar_maybe_end(tp);
 }
 
+/* The sandbox's root, its ids mapped, for the tar code. */
+static struct wr_tar_ctx tar_ctx(const struct fjob *j) {
+  return (struct wr_tar_ctx){.rootfd = j->fc.rootfd,
+                             .id_base = j->fc.id_base,
+                             .id_count = j->fc.id_count,
+                             .map_ids = true};
+}
+
 static void tar_create_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = tar_ctx(j);
 
   tp->job_result = wr_tar_create(&tc, j->path, false, tp->job_fd, &tp->err);
   close(tp->job_fd);
@@ -849,9 +910,33 @@ static struct wr_job *tar_job(struct tarpipe *tp, wr_job_fn fn,
   return job;
 }
 
+static bool archivable(char type) {
+  return type != 's' && type != 'c' && type != 'b';
+}
+
+/*
+ * Before the stream: the path's type, and how many bytes of file data the
+ * archive will carry (holes excluded), counted by the same walk that makes
+ * it. The client learns the total from X-Warren-Data-Bytes and can refuse
+ * before it writes anything; it must still bound what it writes, since the
+ * sandbox can grow its files in the meantime.
+ */
+static void archive_stat_work(struct wr_job *job) {
+  struct fjob *j = job->arg;
+  struct wr_tar_ctx tc = tar_ctx(j);
+  struct wr_tar_stats stats;
+
+  job->result = wr_files_stat(&j->fc, j->path, &j->info, &job->err);
+  if (job->result < 0 || !archivable(j->info.type))
+    return;
+  job->result = wr_tar_measure(&tc, j->path, false, &stats, &job->err);
+  j->data_bytes = stats.bytes;
+}
+
 static void archive_stat_done(struct wr_job *job) {
   struct fjob *j = job->arg;
   struct tarpipe *tp;
+  char extra[64];
   wr_error_t err;
 
   if (job->result < 0) {
@@ -861,7 +946,7 @@ static void archive_stat_done(struct wr_job *job) {
   }
   /* Known before the first byte: once the stream has begun, an error can
    * only cut it off. */
-  if (j->info.type == 's' || j->info.type == 'c' || j->info.type == 'b') {
+  if (!archivable(j->info.type)) {
     wr_http_reply_error(j->req, 400, "bad_request",
                         "`%s` is a socket or a device node: not archived",
                         j->path);
@@ -877,7 +962,9 @@ static void archive_stat_done(struct wr_job *job) {
     tarpipe_free(tp);
     return;
   }
-  wr_http_stream_begin(j->req, 200, "application/x-tar", NULL);
+  snprintf(extra, sizeof(extra), "X-Warren-Data-Bytes: %llu\r\n",
+           (unsigned long long)j->data_bytes);
+  wr_http_stream_begin(j->req, 200, "application/x-tar", extra);
   wr_http_on_drain(j->req, on_tar_drain, tp);
   wr_http_on_abort(j->req, on_tar_abort, tp);
   tp->polling = true;
@@ -888,7 +975,7 @@ static void archive_stat_done(struct wr_job *job) {
 void wr_api_files_archive_get(wr_http_req_t *req, void *ctx) {
   struct fjob *j =
       fjob_new(ctx, req, wr_api_files_archive_get, wr_http_query(req, "path"),
-               stat_work, archive_stat_done);
+               archive_stat_work, archive_stat_done);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -984,7 +1071,7 @@ static void on_tar_body_end(wr_http_req_t *req, int status, void *arg) {
 static void tar_extract_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = tar_ctx(j);
 
   tp->job_result =
       wr_tar_extract(&tc, j->path, true, tp->job_fd, &tp->stats, &tp->err);

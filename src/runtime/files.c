@@ -109,6 +109,7 @@ static int fill_info(const struct wr_files_ctx *c, int fd, const char *norm,
   out->path = xstrdup(norm);
   out->type = type_of(st->st_mode);
   out->size = (uint64_t)st->st_size;
+  out->allocated = (uint64_t)st->st_blocks * 512;
   out->mode = st->st_mode & 07777;
   out->uid = id_inside(c, st->st_uid);
   out->gid = id_inside(c, st->st_gid);
