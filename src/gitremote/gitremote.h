@@ -47,6 +47,137 @@ void wr_bundle_header_free(struct wr_bundle_header *h);
 const struct wr_bundle_ref *wr_bundle_find(const struct wr_bundle_header *h,
                                            const char *name);
 
+/* ---- what a pack expands to (pack.c) ------------------------------------ */
+
+/* Where wr_pack_scan reads the pack from: up to len bytes into buf, 0 at
+ * its end, negative (errno set) on failure. */
+typedef ssize_t (*wr_pack_read_fn)(void *ctx, void *buf, size_t len);
+
+enum wr_pack_refusal {
+  WR_PACK_OK,
+  WR_PACK_MALFORMED,    /* not a pack git would take */
+  WR_PACK_OBJECT_LIMIT, /* an object (or a delta's data) over max_object */
+  WR_PACK_TOTAL_LIMIT,  /* all of them together over max_total */
+  WR_PACK_TIMEOUT,      /* past the deadline */
+  WR_PACK_IO,           /* the read failed */
+};
+
+struct wr_pack_scan {
+  /* in */
+  size_t oid_len;       /* raw object id bytes: 20 (sha1) or 32 (sha256) */
+  uint64_t max_object;  /* bytes */
+  uint64_t max_total;   /* bytes: objects and the deltas' data together */
+  uint64_t deadline_ns; /* wr_mono_ns() at which to give up; 0: none */
+  /* out, also when refused */
+  enum wr_pack_refusal refused;
+  uint32_t objects; /* entries read in full */
+  uint64_t largest; /* the largest object (or delta data) seen */
+  uint64_t total;   /* what they add up to (> max_total when over it) */
+};
+
+/*
+ * Walk a pack from its first byte ("PACK") to its trailer in constant
+ * memory, adding up what its objects expand to: an object's own size, or
+ * for a delta the size of its result plus that of its data. Refuses (and
+ * says why in s->refused) a malformed pack, the first object over
+ * max_object, the first one that takes the total over max_total, and a
+ * walk still going at the deadline. Never allocates for an object.
+ */
+int wr_pack_scan(struct wr_pack_scan *s, wr_pack_read_fn read, void *ctx,
+                 wr_error_t *err);
+
+/* ---- the limits of a fetch (limits.c) ------------------------------------ */
+
+#define WR_FETCH_MAX_OBJECT (256ull << 20)
+#define WR_FETCH_MAX_TOTAL (4ull << 30)
+#define WR_FETCH_TIMEOUT_MS (300ull * 1000)
+/* The memory of the host's git, unless set: twice the largest object (a
+ * delta's base and result are in memory together) and room for the rest
+ * (git's delta base cache is 96 MiB). */
+#define WR_FETCH_MEMORY(max_object) (2 * (max_object) + (256ull << 20))
+/* Less than this and no git runs at all. */
+#define WR_FETCH_MEMORY_MIN (32ull << 20)
+
+struct wr_fetch_limits {
+  uint64_t max_object; /* warren.maxObjectSize */
+  uint64_t max_total;  /* warren.maxTotalSize */
+  uint64_t max_memory; /* warren.maxMemory: of `git index-pack` */
+  uint64_t timeout_ms; /* warren.fetchTimeout: scan and index-pack */
+};
+
+void wr_fetch_limits_default(struct wr_fetch_limits *l);
+/*
+ * Apply `git config -z --get-regexp '^warren\.'` output (entries of
+ * "key\nvalue\0"; the last of a key wins, as in git) over l. Unknown
+ * warren.* keys are left to others; a bad value is an error naming the
+ * key.
+ */
+int wr_fetch_limits_parse(const char *text, size_t len,
+                          struct wr_fetch_limits *l, wr_error_t *err);
+/* The limits for the repository git runs us in (GIT_DIR), from its
+ * configuration (and the user's and the system's, as git reads them). */
+int wr_fetch_limits_read(struct wr_fetch_limits *l, wr_error_t *err);
+
+/* ---- the host's git, bounded (bounded.c) --------------------------------- */
+
+struct wr_bounded_cmd {
+  char *const *argv;    /* argv[0] is looked up in PATH */
+  char *const *env;     /* the whole environment */
+  int stdin_fd;         /* -1: /dev/null */
+  wr_buf_t *out;        /* stdout */
+  size_t max_out;       /* more is an error */
+  wr_buf_t *errout;     /* stderr: its last 64 KiB */
+  uint64_t max_memory;  /* bytes */
+  uint64_t deadline_ns; /* wr_mono_ns() at which it is killed */
+};
+
+struct wr_bounded_exit {
+  int status;         /* exit code; 128+N for signal N */
+  bool timed_out;     /* killed at the deadline */
+  bool out_of_memory; /* stopped at max_memory */
+  bool cgroup;        /* it ran in a memory cgroup of its own */
+};
+
+/*
+ * Run a git command with its memory and time bounded, and wait.
+ *
+ * Memory: git's own per-allocation limit (GIT_ALLOC_LIMIT) and
+ * RLIMIT_DATA, both at max_memory, always; and, when we may make one (as
+ * root, or in a delegated cgroup), a memory cgroup of its own with that
+ * limit, so that what git maps counts too. Time: SIGKILL at the deadline,
+ * RLIMIT_CPU behind it, and PR_SET_PDEATHSIG so that it dies with us.
+ * *ex says how it ended; -1 only when it could not run at all.
+ */
+int wr_bounded_run(const struct wr_bounded_cmd *cmd, struct wr_bounded_exit *ex,
+                   wr_error_t *err);
+
+/* ---- a quarantine for the pack (quarantine.c) ---------------------------- */
+
+/*
+ * A temporary object directory inside the repository's own (so that its
+ * files can be moved in with link(2)), named tmp_objdir-warren-XXXXXX as
+ * git names its own: if we die before removing it, `git gc` does.
+ */
+struct wr_quarantine {
+  char *objects; /* the repository's object directory, absolute */
+  char *dir;     /* the quarantine within it */
+  char **env;    /* our environment, git's objects going there */
+};
+
+/* Make it for the repository git runs us in. */
+int wr_quarantine_make(struct wr_quarantine *q, wr_error_t *err);
+/*
+ * Move pack-HASH's files into the repository: the .keep first (so that no
+ * gc takes the pack before git has updated its refs), the .idx last (git
+ * sees a pack once its index is there). A file already there is left as
+ * it is. *keep is the .keep's path in the repository, or NULL when one
+ * was there before (it is not ours to let go).
+ */
+int wr_quarantine_commit(struct wr_quarantine *q, const char *hash, char **keep,
+                         wr_error_t *err);
+/* Remove what is left of it (everything, when not committed). */
+void wr_quarantine_remove(struct wr_quarantine *q);
+
 /* The URL's address part ("NAME" or "warren://NAME") to a sandbox name;
  * NULL when it is not one (caller frees). */
 char *wr_gitremote_sandbox_name(const char *address);

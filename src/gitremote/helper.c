@@ -6,13 +6,17 @@
  * HEAD into a fresh directory under its /tmp, downloads it through the
  * files API into an unnamed file on the host (O_TMPFILE, so nothing is
  * left behind whatever happens), removes it inside, and prints the refs
- * its header lists. `fetch` feeds the pack part to the host's
- * `git index-pack --strict`, in the repository git runs us for, and
- * reports the pack's .keep file so that git drops it once the refs are
- * updated. Then it marks, inside the sandbox, each fetched branch as
- * refs/warren/fetched/BRANCH, which `warren rm` reads to warn about
- * commits that never left. That bookkeeping lives in the sandbox, so a
- * program there could forge it: it only ever drives a warning.
+ * its header lists. `fetch` first reads what the pack part expands to
+ * (pack.c), within the limits of the repository's git config
+ * (limits.c), then feeds it to the host's `git index-pack --strict` with
+ * its memory and time bounded (bounded.c), in a quarantine object
+ * directory (quarantine.c) from which the pack's files move into the
+ * repository only once it took them all; and it reports the pack's .keep
+ * file so that git drops it once the refs are updated. Then it marks, inside
+ * the sandbox, each fetched branch as refs/warren/fetched/BRANCH, which `warren
+ * rm` reads to warn about commits that never left. That bookkeeping lives in
+ * the sandbox, so a program there could forge it: it only ever drives a
+ * warning.
  */
 #include "gitremote/gitremote.h"
 
@@ -303,54 +307,185 @@ static int fetch_line(const struct helper *h, const char *line,
   return 0;
 }
 
+/* ---- the pack, bounded --------------------------------------------------- */
+
+struct bundle_reader {
+  int fd;
+  off_t at;
+};
+
+static ssize_t read_bundle(void *ctx, void *buf, size_t len) {
+  struct bundle_reader *r = ctx;
+  ssize_t n = pread(r->fd, buf, len, r->at);
+
+  if (n > 0)
+    r->at += n;
+  return n;
+}
+
+/* A limit that stopped the fetch: what passed it, the limit and how to
+ * raise it, should the user trust the sandbox with more. */
+static int over_limit(wr_error_t *err, const char *what, const char *key,
+                      const char *limit, const char *example) {
+  return wr_error_set(err, 0,
+                      "%s %s (%s); nothing was fetched. To allow more: "
+                      "git config %s %s",
+                      what, key, limit, key, example);
+}
+
+static void format_secs(uint64_t ms, char *out, size_t size) {
+  snprintf(out, size, "%llu s", (unsigned long long)(ms / 1000));
+}
+
+/* What the pack's objects expand to, before any git reads it. */
+static int scan_pack(const struct helper *h, const struct wr_fetch_limits *l,
+                     uint64_t deadline, wr_error_t *err) {
+  struct bundle_reader r = {h->bundle, (off_t)h->header.pack_offset};
+  struct wr_pack_scan s = {.oid_len = h->header.oid_len / 2,
+                           .max_object = l->max_object,
+                           .max_total = l->max_total,
+                           .deadline_ns = deadline};
+  char what[256], size[32], limit[32];
+
+  if (wr_pack_scan(&s, read_bundle, &r, err) == 0) {
+    if (h->verbosity > 1) {
+      wr_format_size(s.total, size, sizeof(size));
+      wr_format_size(s.largest, limit, sizeof(limit));
+      fprintf(stderr,
+              "warren: the pack holds %u objects, %s expanded, the largest "
+              "%s\n",
+              s.objects, size, limit);
+    }
+    return 0;
+  }
+  switch (s.refused) {
+  case WR_PACK_OBJECT_LIMIT:
+    wr_format_size(s.largest, size, sizeof(size));
+    wr_format_size(l->max_object, limit, sizeof(limit));
+    snprintf(what, sizeof(what),
+             "the pack from sandbox `%s` holds an object of %s, more than",
+             h->name, size);
+    return over_limit(err, what, "warren.maxObjectSize", limit, "1g");
+  case WR_PACK_TOTAL_LIMIT:
+    wr_format_size(l->max_total, limit, sizeof(limit));
+    snprintf(what, sizeof(what),
+             "the objects in the pack from sandbox `%s` expand to more than",
+             h->name);
+    return over_limit(err, what, "warren.maxTotalSize", limit, "16g");
+  case WR_PACK_TIMEOUT:
+    format_secs(l->timeout_ms, limit, sizeof(limit));
+    snprintf(what, sizeof(what),
+             "reading the pack from sandbox `%s` took longer than", h->name);
+    return over_limit(err, what, "warren.fetchTimeout", limit, "30m");
+  default:
+    return wr_error_wrap(err, "bundle from sandbox `%s`", h->name);
+  }
+}
+
+/* What git index-pack said, defused, on our stderr. */
+static void pass_on(const wr_buf_t *errout) {
+  _cleanup_(wr_buf_free) wr_buf_t safe = {0};
+
+  if (errout->len == 0)
+    return;
+  wr_cli_defuse(errout->data, errout->len, &safe);
+  fwrite(safe.data, 1, safe.len, stderr);
+}
+
+/* How index-pack ended, as an error when it failed. */
+static int index_pack_status(const struct helper *h,
+                             const struct wr_fetch_limits *l,
+                             const struct wr_bounded_exit *ex,
+                             const wr_buf_t *errout, wr_error_t *err) {
+  _cleanup_free_ char *said = NULL;
+  char what[256], limit[32];
+
+  if (ex->timed_out) {
+    format_secs(l->timeout_ms, limit, sizeof(limit));
+    snprintf(what, sizeof(what),
+             "git index-pack on the pack from sandbox `%s` took longer than",
+             h->name);
+    return over_limit(err, what, "warren.fetchTimeout", limit, "30m");
+  }
+  if (ex->out_of_memory) {
+    wr_format_size(l->max_memory, limit, sizeof(limit));
+    snprintf(what, sizeof(what),
+             "git index-pack needed more memory for the pack from sandbox "
+             "`%s` than",
+             h->name);
+    return over_limit(err, what, "warren.maxMemory", limit, "4g");
+  }
+  if (ex->status == 0)
+    return 0;
+  said = wr_cli_said(errout);
+  return wr_error_set(err, 0,
+                      "git index-pack refused the pack from sandbox `%s` "
+                      "(exit %d)%s%s",
+                      h->name, ex->status, said[0] ? ": " : "", said);
+}
+
 /*
- * The pack, from after the header, into the host repository (GIT_DIR, set
- * by git) with every object checked (`--strict`: hashes, fsck rules,
- * links), kept by a .keep file until git has updated its refs. stdout
- * says "keep\tHASH".
+ * The pack, from after the header, into the quarantine with every object
+ * checked (`--strict`: hashes, fsck rules, links, against the
+ * repository's objects too), with a .keep file that holds it until git
+ * has updated its refs. stdout says "keep\tHASH".
  */
-static int index_pack(const struct helper *h, char **keep, wr_error_t *err) {
+static int index_pack(const struct helper *h, const struct wr_fetch_limits *l,
+                      uint64_t deadline, const struct wr_quarantine *q,
+                      char **hash, wr_error_t *err) {
   _cleanup_free_ char *max = xasprintf("--max-input-size=%llu", WR_BUNDLE_MAX);
   char *argv[] = {
       "git", "index-pack", "--stdin", "--strict", "--keep=git-remote-warren",
       max,   NULL};
   _cleanup_(wr_buf_free) wr_buf_t out = {0};
-  struct wr_cli_host_cmd cmd = {
-      .argv = argv, .stdin_fd = h->bundle, .out = &out, .max_out = 4096};
-  int status;
+  _cleanup_(wr_buf_free) wr_buf_t errout = {0};
+  struct wr_bounded_cmd cmd = {.argv = argv,
+                               .env = q->env,
+                               .stdin_fd = h->bundle,
+                               .out = &out,
+                               .max_out = 4096,
+                               .errout = &errout,
+                               .max_memory = l->max_memory,
+                               .deadline_ns = deadline};
+  struct wr_bounded_exit ex;
 
   if (lseek(h->bundle, (off_t)h->header.pack_offset, SEEK_SET) < 0)
     return wr_error_set(err, errno, "seek in the bundle");
-  if (wr_cli_host_run(&cmd, &status, err) < 0)
+  if (wr_bounded_run(&cmd, &ex, err) < 0)
     return -1;
-  if (status != 0)
-    return wr_error_set(err, 0,
-                        "git index-pack refused the pack from sandbox `%s` "
-                        "(exit %d)",
-                        h->name, status);
+  if (h->verbosity > 1)
+    fprintf(stderr, "warren: git index-pack ran %s\n",
+            ex.cgroup ? "in a memory cgroup of its own"
+                      : "under rlimits (no cgroup could be made)");
+  if (index_pack_status(h, l, &ex, &errout, err) < 0)
+    return -1;
+  pass_on(&errout);
   if (out.data == NULL || !wr_str_has_prefix(out.data, "keep\t"))
     return wr_error_set(err, 0, "unexpected output from git index-pack");
   out.data[strcspn(out.data, "\n")] = '\0';
-  *keep = xstrdup(out.data + 5);
+  *hash = xstrdup(out.data + 5);
   return 0;
 }
 
-/* The .keep file's path, wherever the object directory is. */
-static int keep_path(const char *hash, char **path, wr_error_t *err) {
-  _cleanup_free_ char *rel = xasprintf("objects/pack/pack-%s.keep", hash);
-  char *argv[] = {"git", "rev-parse", "--git-path", rel, NULL};
-  _cleanup_(wr_buf_free) wr_buf_t out = {0};
-  struct wr_cli_host_cmd cmd = {
-      .argv = argv, .stdin_fd = -1, .out = &out, .max_out = 8192};
-  int status;
+/*
+ * The whole of a fetch's work on the host, within the limits of
+ * limits.c: the pack's sizes first, then index-pack in a
+ * quarantine, then its files into the repository. *lock is the .keep
+ * git is to remove once it has updated its refs (NULL: none of ours).
+ */
+static int take_pack(const struct helper *h, char **lock, wr_error_t *err) {
+  _cleanup_(wr_quarantine_remove) struct wr_quarantine q = {0};
+  _cleanup_free_ char *hash = NULL;
+  struct wr_fetch_limits l;
+  uint64_t deadline;
 
-  if (wr_cli_host_run(&cmd, &status, err) < 0)
+  if (wr_fetch_limits_read(&l, err) < 0)
     return -1;
-  if (status != 0 || out.data == NULL)
-    return wr_error_set(err, 0, "git rev-parse --git-path failed");
-  out.data[strcspn(out.data, "\n")] = '\0';
-  *path = wr_buf_steal(&out, NULL);
-  return 0;
+  deadline = wr_mono_ns() + l.timeout_ms * 1000000ull;
+  if (scan_pack(h, &l, deadline, err) < 0 || wr_quarantine_make(&q, err) < 0 ||
+      index_pack(h, &l, deadline, &q, &hash, err) < 0)
+    return -1;
+  return wr_quarantine_commit(&q, hash, lock, err);
 }
 
 /* Inside: refs/warren/fetched/BRANCH for each (BRANCH, OID) pair. */
@@ -396,7 +531,6 @@ static void mark_fetched(struct helper *h, char **pairs) {
 static int cmd_fetch(struct helper *h, const char *first, wr_error_t *err) {
   _cleanup_strv_ char **pairs = NULL;
   _cleanup_free_ char *line = NULL;
-  _cleanup_free_ char *keep = NULL;
   _cleanup_free_ char *lock = NULL;
   size_t cap = 0;
   ssize_t n;
@@ -412,10 +546,12 @@ static int cmd_fetch(struct helper *h, const char *first, wr_error_t *err) {
     if (fetch_line(h, line + 6, &pairs, err) < 0)
       return -1;
   }
-  if (index_pack(h, &keep, err) < 0 || keep_path(keep, &lock, err) < 0)
+  if (take_pack(h, &lock, err) < 0)
     return -1;
   mark_fetched(h, pairs);
-  printf("lock %s\n\n", lock);
+  if (lock != NULL)
+    printf("lock %s\n", lock);
+  printf("\n");
   return 0;
 }
 
