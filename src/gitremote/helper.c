@@ -349,12 +349,12 @@ static int scan_pack(const struct helper *h, const struct wr_fetch_limits *l,
 
   if (wr_pack_scan(&s, read_bundle, &r, err) == 0) {
     if (h->verbosity > 1) {
-      wr_format_size(s.total, size, sizeof(size));
-      wr_format_size(s.largest, limit, sizeof(limit));
+      wr_format_size(s.total, what, sizeof(what));
+      wr_format_size(s.largest, size, sizeof(size));
       fprintf(stderr,
               "warren: the pack holds %u objects, %s expanded, the largest "
               "%s\n",
-              s.objects, size, limit);
+              s.objects, what, size);
     }
     return 0;
   }

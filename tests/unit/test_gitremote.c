@@ -753,7 +753,7 @@ static void test_quarantine_commit(void **state) {
 /* Whatever git left in it goes, and the repository is as it was. */
 static void test_quarantine_remove_leaves_nothing(void **state) {
   _cleanup_free_ char *before = objects_listing(), *after = NULL;
-  _cleanup_free_ char *tmp = NULL;
+  _cleanup_free_ char *tmp = NULL, *keep = NULL;
   struct wr_quarantine q;
   wr_error_t err = {0};
   (void)state;
@@ -764,14 +764,14 @@ static void test_quarantine_remove_leaves_nothing(void **state) {
   assert_int_equal(wr_quarantine_commit(&q,
                                         "0123456789abcdef0123456789abcdef"
                                         "01234567",
-                                        &tmp, &err),
+                                        &keep, &err),
                    -1);
   wr_quarantine_remove(&q);
   after = objects_listing();
   assert_string_equal(before, after);
   /* An object id is all index-pack may name. */
   assert_int_equal(wr_quarantine_make(&q, &err), 0);
-  assert_int_equal(wr_quarantine_commit(&q, "../../x", &tmp, &err), -1);
+  assert_int_equal(wr_quarantine_commit(&q, "../../x", &keep, &err), -1);
   wr_quarantine_remove(&q);
 }
 
