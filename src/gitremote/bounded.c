@@ -171,9 +171,12 @@ static void child(const struct wr_bounded_cmd *cmd, const struct cgroup *cg,
 struct pipes {
   int fd[2]; /* stdout, stderr; -1 once at their end */
   bool overflow;
+  bool refused;      /* on_out refused stdout: the child is killed */
+  wr_error_t reason; /* why */
 };
 
-static void take(const struct wr_bounded_cmd *cmd, struct pipes *p, int i) {
+static void take(const struct wr_bounded_cmd *cmd, pid_t pid, struct pipes *p,
+                 int i) {
   char buf[65536];
   ssize_t n = read(p->fd[i], buf, sizeof(buf));
 
@@ -184,7 +187,13 @@ static void take(const struct wr_bounded_cmd *cmd, struct pipes *p, int i) {
     p->fd[i] = -1;
     return;
   }
-  if (i == 0 && cmd->out != NULL) {
+  if (i == 0 && cmd->on_out != NULL) {
+    if (!p->refused &&
+        cmd->on_out(cmd->on_out_ctx, buf, (size_t)n, &p->reason) < 0) {
+      p->refused = true;
+      kill(pid, SIGKILL);
+    }
+  } else if (i == 0 && cmd->out != NULL) {
     if (cmd->out->len + (size_t)n > cmd->max_out)
       p->overflow = true;
     else
@@ -220,7 +229,7 @@ static void watch(const struct wr_bounded_cmd *cmd, pid_t pid, struct pipes *p,
       return;
     for (int i = 0; i < 2; i++)
       if (pfd[i].revents != 0)
-        take(cmd, p, i);
+        take(cmd, pid, p, i);
   }
 }
 
@@ -271,7 +280,7 @@ int wr_bounded_run(const struct wr_bounded_cmd *cmd, struct wr_bounded_exit *ex,
   struct wr_bounded_cmd c = *cmd;
   _cleanup_strv_ char **env = bounded_env(cmd);
   struct cgroup cg = {0};
-  struct pipes p = {{-1, -1}, false};
+  struct pipes p = {.fd = {-1, -1}};
   struct rlimit cpu;
   int out[2], errp[2], r;
   pid_t pid, self = getpid();
@@ -310,6 +319,8 @@ int wr_bounded_run(const struct wr_bounded_cmd *cmd, struct wr_bounded_exit *ex,
       !ex->timed_out && ((ex->cgroup && cgroup_oom_killed(&cg)) ||
                          (ex->status != 0 && said_out_of_memory(cmd->errout)));
   cgroup_remove(&cg);
+  if (r == 0 && p.refused)
+    return wr_error_setx(err, p.reason.code, "%s", p.reason.msg);
   if (r == 0 && p.overflow)
     return wr_error_set(err, 0, "`%s` printed more than %zu bytes",
                         cmd->argv[0], cmd->max_out);

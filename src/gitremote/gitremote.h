@@ -47,45 +47,6 @@ void wr_bundle_header_free(struct wr_bundle_header *h);
 const struct wr_bundle_ref *wr_bundle_find(const struct wr_bundle_header *h,
                                            const char *name);
 
-/* ---- what a pack expands to (pack.c) ------------------------------------ */
-
-/* Where wr_pack_scan reads the pack from: up to len bytes into buf, 0 at
- * its end, negative (errno set) on failure. */
-typedef ssize_t (*wr_pack_read_fn)(void *ctx, void *buf, size_t len);
-
-enum wr_pack_refusal {
-  WR_PACK_OK,
-  WR_PACK_MALFORMED,    /* not a pack git would take */
-  WR_PACK_OBJECT_LIMIT, /* an object (or a delta's data) over max_object */
-  WR_PACK_TOTAL_LIMIT,  /* all of them together over max_total */
-  WR_PACK_TIMEOUT,      /* past the deadline */
-  WR_PACK_IO,           /* the read failed */
-};
-
-struct wr_pack_scan {
-  /* in */
-  size_t oid_len;       /* raw object id bytes: 20 (sha1) or 32 (sha256) */
-  uint64_t max_object;  /* bytes */
-  uint64_t max_total;   /* bytes: objects and the deltas' data together */
-  uint64_t deadline_ns; /* wr_mono_ns() at which to give up; 0: none */
-  /* out, also when refused */
-  enum wr_pack_refusal refused;
-  uint32_t objects; /* entries read in full */
-  uint64_t largest; /* the largest object (or delta data) seen */
-  uint64_t total;   /* what they add up to (> max_total when over it) */
-};
-
-/*
- * Walk a pack from its first byte ("PACK") to its trailer in constant
- * memory, adding up what its objects expand to: an object's own size, or
- * for a delta the size of its result plus that of its data. Refuses (and
- * says why in s->refused) a malformed pack, the first object over
- * max_object, the first one that takes the total over max_total, and a
- * walk still going at the deadline. Never allocates for an object.
- */
-int wr_pack_scan(struct wr_pack_scan *s, wr_pack_read_fn read, void *ctx,
-                 wr_error_t *err);
-
 /* ---- the limits of a fetch (limits.c) ------------------------------------ */
 
 #define WR_FETCH_MAX_OBJECT (256ull << 20)
@@ -101,8 +62,9 @@ int wr_pack_scan(struct wr_pack_scan *s, wr_pack_read_fn read, void *ctx,
 struct wr_fetch_limits {
   uint64_t max_object; /* warren.maxObjectSize */
   uint64_t max_total;  /* warren.maxTotalSize */
-  uint64_t max_memory; /* warren.maxMemory: of `git index-pack` */
-  uint64_t timeout_ms; /* warren.fetchTimeout: scan and index-pack */
+  uint64_t max_memory; /* warren.maxMemory: of the host's git */
+  uint64_t timeout_ms; /* warren.fetchTimeout: the whole fetch */
+  bool memory_set;     /* max_memory was set, not derived from max_object */
 };
 
 void wr_fetch_limits_default(struct wr_fetch_limits *l);
@@ -120,12 +82,19 @@ int wr_fetch_limits_read(struct wr_fetch_limits *l, wr_error_t *err);
 
 /* ---- the host's git, bounded (bounded.c) --------------------------------- */
 
+/* Where wr_bounded_run hands stdout as it comes, when set: -1 (err set)
+ * stops the command. */
+typedef int (*wr_bounded_out_fn)(void *ctx, const char *data, size_t len,
+                                 wr_error_t *err);
+
 struct wr_bounded_cmd {
-  char *const *argv;    /* argv[0] is looked up in PATH */
-  char *const *env;     /* the whole environment */
-  int stdin_fd;         /* -1: /dev/null */
-  wr_buf_t *out;        /* stdout */
-  size_t max_out;       /* more is an error */
+  char *const *argv;        /* argv[0] is looked up in PATH */
+  char *const *env;         /* the whole environment */
+  int stdin_fd;             /* -1: /dev/null */
+  wr_buf_t *out;            /* stdout, when on_out is not set */
+  size_t max_out;           /* more is an error */
+  wr_bounded_out_fn on_out; /* or stdout piece by piece, unbounded */
+  void *on_out_ctx;
   wr_buf_t *errout;     /* stderr: its last 64 KiB */
   uint64_t max_memory;  /* bytes */
   uint64_t deadline_ns; /* wr_mono_ns() at which it is killed */
@@ -146,7 +115,8 @@ struct wr_bounded_exit {
  * root, or in a delegated cgroup), a memory cgroup of its own with that
  * limit, so that what git maps counts too. Time: SIGKILL at the deadline,
  * RLIMIT_CPU behind it, and PR_SET_PDEATHSIG so that it dies with us.
- * *ex says how it ended; -1 only when it could not run at all.
+ * *ex says how it ended; -1 when it could not run at all, printed more
+ * than max_out, or on_out refused what it printed.
  */
 int wr_bounded_run(const struct wr_bounded_cmd *cmd, struct wr_bounded_exit *ex,
                    wr_error_t *err);
@@ -177,6 +147,36 @@ int wr_quarantine_commit(struct wr_quarantine *q, const char *hash, char **keep,
                          wr_error_t *err);
 /* Remove what is left of it (everything, when not committed). */
 void wr_quarantine_remove(struct wr_quarantine *q);
+
+/* What the objects in a quarantine expand to. */
+struct wr_object_sizes {
+  uint64_t objects;
+  uint64_t largest;
+  uint64_t total;
+  /* the line being read (of one decimal number per line) */
+  uint64_t value;
+  size_t digits;
+};
+
+/* Read sizes as `git cat-file --batch-check='%(objectsize)'` prints
+ * them, in pieces split anywhere; wr_object_sizes_end once all are in.
+ * Anything but a number of at most 19 digits on a line is an error. */
+int wr_object_sizes_feed(struct wr_object_sizes *s, const char *data,
+                         size_t len, wr_error_t *err);
+int wr_object_sizes_end(const struct wr_object_sizes *s, wr_error_t *err);
+
+/*
+ * The sizes of every object in the quarantine, and only there (not the
+ * repository's, its alternate), as git knows them from the pack index
+ * and each delta's header, without expanding one:
+ * `git cat-file --batch-all-objects --batch-check`, run bounded as
+ * index-pack was (max_memory, the deadline). 0 with ex->timed_out or
+ * ex->out_of_memory when git was stopped at a limit (for the caller to
+ * name), else 0 once *s holds every object's size.
+ */
+int wr_quarantine_measure(const struct wr_quarantine *q, uint64_t max_memory,
+                          uint64_t deadline_ns, struct wr_object_sizes *s,
+                          struct wr_bounded_exit *ex, wr_error_t *err);
 
 /* The URL's address part ("NAME" or "warren://NAME") to a sandbox name;
  * NULL when it is not one (caller frees). */

@@ -6,16 +6,18 @@
  * HEAD into a fresh directory under its /tmp, downloads it through the
  * files API into an unnamed file on the host (O_TMPFILE, so nothing is
  * left behind whatever happens), removes it inside, and prints the refs
- * its header lists. `fetch` first reads what the pack part expands to
- * (pack.c), within the limits of the repository's git config
- * (limits.c), then feeds it to the host's `git index-pack --strict` with
- * its memory and time bounded (bounded.c), in a quarantine object
- * directory (quarantine.c) from which the pack's files move into the
- * repository only once it took them all; and it reports the pack's .keep
- * file so that git drops it once the refs are updated. Then it marks, inside
- * the sandbox, each fetched branch as refs/warren/fetched/BRANCH, which `warren
- * rm` reads to warn about commits that never left. That bookkeeping lives in
- * the sandbox, so a program there could forge it: it only ever drives a
+ * its header lists. `fetch` feeds the pack part to the host's
+ * `git index-pack --strict` with its memory and time bounded (bounded.c),
+ * in a quarantine object directory (quarantine.c), has git list the sizes
+ * of the objects it took there, refuses them over the limits of the
+ * repository's git config (limits.c), and only then moves the pack's
+ * files into the repository; it reports the pack's .keep file so that
+ * git drops it once the refs are updated. warren.fetchTimeout bounds all
+ * of it, the sandbox's side (making the bundle, the download) too. Then
+ * it marks, inside the sandbox, each fetched branch as
+ * refs/warren/fetched/BRANCH, which `warren rm` reads to warn about
+ * commits that never left. That bookkeeping lives in the sandbox, so a
+ * program there could forge it: it only ever drives a
  * warning.
  */
 #include "gitremote/gitremote.h"
@@ -37,7 +39,71 @@ struct helper {
   bool started; /* we started the sandbox: stop it again at the end */
   struct wr_bundle_header header;
   int verbosity;
+  struct wr_fetch_limits limits; /* read at `list` */
+  uint64_t deadline;             /* wr_mono_ns(): the fetch's end */
 };
+
+/* Recording the fetch inside may take this long, even past the deadline
+ * (an honest sandbox takes milliseconds; it only drives a warning). */
+#define MARK_TIMEOUT_MS 10000
+
+/* ---- limits, and what to say when one is passed -------------------------- */
+
+/* A limit that stopped the fetch: what passed it, the limit and how to
+ * raise it, should the user trust the sandbox with more. */
+static int over_limit(wr_error_t *err, const char *what, const char *key,
+                      const char *limit, const char *raise_key,
+                      const char *example) {
+  return wr_error_set(err, 0,
+                      "%s %s (%s); nothing was fetched. To allow more: "
+                      "git config %s %s",
+                      what, key, limit, raise_key, example);
+}
+
+/* A value for `git config` of at least `bytes`: a power of two. */
+static void suggest_size(uint64_t bytes, char *out, size_t size) {
+  uint64_t v = 1ull << 20;
+
+  while (v < bytes && v < (1ull << 50))
+    v *= 2;
+  if (v >= (1ull << 30))
+    snprintf(out, size, "%llug", (unsigned long long)(v >> 30));
+  else
+    snprintf(out, size, "%llum", (unsigned long long)(v >> 20));
+}
+
+static void format_secs(uint64_t ms, char *out, size_t size) {
+  snprintf(out, size, "%llu s", (unsigned long long)(ms / 1000));
+}
+
+/* `what` went on past warren.fetchTimeout: suggest four times as long. */
+static int over_time(const struct helper *h, const char *what,
+                     wr_error_t *err) {
+  char limit[32], example[32];
+  uint64_t mins = (4 * h->limits.timeout_ms + 59999) / 60000;
+
+  format_secs(h->limits.timeout_ms, limit, sizeof(limit));
+  snprintf(example, sizeof(example), "%llum", (unsigned long long)mins);
+  return over_limit(err, what, "warren.fetchTimeout", limit,
+                    "warren.fetchTimeout", example);
+}
+
+/* "DOING ... sandbox `NAME` took longer than", for over_time. */
+static int over_time_doing(const struct helper *h, const char *doing,
+                           const char *from, wr_error_t *err) {
+  char what[256];
+
+  snprintf(what, sizeof(what), "%s %s sandbox `%s` took longer than", doing,
+           from, h->name);
+  return over_time(h, what, err);
+}
+
+/* The time left of the fetch, in ms: at least 1 (0 is "no limit"). */
+static uint64_t time_left_ms(const struct helper *h) {
+  uint64_t now = wr_mono_ns();
+
+  return h->deadline > now ? (h->deadline - now) / 1000000 + 1 : 1;
+}
 
 /* ---- the sandbox --------------------------------------------------------- */
 
@@ -131,12 +197,15 @@ static int make_bundle(struct helper *h, char **path, wr_error_t *err) {
   char *argv[] = {"sh", "-c", (char *)bundle_script, "sh", h->info.mount, NULL};
   struct wr_cli_run_in r = {.argv = argv,
                             .cwd = "/",
+                            .timeout_ms = time_left_ms(h),
                             .out = &out,
                             .max_out = BUNDLE_ANSWER_MAX,
                             .errout = &errout};
 
   if (wr_cli_run_in(&h->ctx, h->name, &r, err) < 0)
     return -1;
+  if (r.timed_out)
+    return over_time_doing(h, "making the bundle", "in", err);
   if (r.exit_code == 3)
     return wr_error_set(err, 0, "%s in sandbox `%s` is not a git repository",
                         h->info.mount, h->name);
@@ -200,13 +269,16 @@ static int download(struct helper *h, const char *path, wr_error_t *err) {
   _cleanup_free_ char *url = wr_cli_sandbox_path(h->name, suffix);
   _cleanup_close_ int fd = -1;
 
-  if (wr_cli_connect(&h->ctx, &c, err) < 0 ||
-      wr_http_request_stream(c, "GET", url, NULL, NULL, 0, &resp, err) < 0)
+  if (wr_cli_connect(&h->ctx, &c, err) < 0)
     return -1;
-  if (resp.status != 200)
-    return wr_cli_stream_error(c, &resp, err);
-  if ((fd = temp_file(err)) < 0 || body_to_file(c, fd, err) < 0)
+  wr_http_client_set_deadline(c, h->deadline);
+  if (wr_http_request_stream(c, "GET", url, NULL, NULL, 0, &resp, err) < 0 ||
+      (resp.status != 200 && wr_cli_stream_error(c, &resp, err) < 0) ||
+      (fd = temp_file(err)) < 0 || body_to_file(c, fd, err) < 0) {
+    if (err->code == ETIMEDOUT && wr_mono_ns() >= h->deadline)
+      return over_time_doing(h, "downloading the bundle", "from", err);
     return -1;
+  }
   h->bundle = steal_fd(&fd);
   return 0;
 }
@@ -271,6 +343,9 @@ static int cmd_list(struct helper *h, wr_error_t *err) {
 
   if (h->bundle >= 0)
     return wr_error_set(err, 0, "`list` was asked twice");
+  if (wr_fetch_limits_read(&h->limits, err) < 0)
+    return -1;
+  h->deadline = wr_mono_ns() + h->limits.timeout_ms * 1000000ull;
   if (check_sandbox(h, err) < 0 || make_bundle(h, &path, err) < 0)
     return -1;
   r = download(h, path, err);
@@ -309,80 +384,7 @@ static int fetch_line(const struct helper *h, const char *line,
 
 /* ---- the pack, bounded --------------------------------------------------- */
 
-struct bundle_reader {
-  int fd;
-  off_t at;
-};
-
-static ssize_t read_bundle(void *ctx, void *buf, size_t len) {
-  struct bundle_reader *r = ctx;
-  ssize_t n = pread(r->fd, buf, len, r->at);
-
-  if (n > 0)
-    r->at += n;
-  return n;
-}
-
-/* A limit that stopped the fetch: what passed it, the limit and how to
- * raise it, should the user trust the sandbox with more. */
-static int over_limit(wr_error_t *err, const char *what, const char *key,
-                      const char *limit, const char *example) {
-  return wr_error_set(err, 0,
-                      "%s %s (%s); nothing was fetched. To allow more: "
-                      "git config %s %s",
-                      what, key, limit, key, example);
-}
-
-static void format_secs(uint64_t ms, char *out, size_t size) {
-  snprintf(out, size, "%llu s", (unsigned long long)(ms / 1000));
-}
-
-/* What the pack's objects expand to, before any git reads it. */
-static int scan_pack(const struct helper *h, const struct wr_fetch_limits *l,
-                     uint64_t deadline, wr_error_t *err) {
-  struct bundle_reader r = {h->bundle, (off_t)h->header.pack_offset};
-  struct wr_pack_scan s = {.oid_len = h->header.oid_len / 2,
-                           .max_object = l->max_object,
-                           .max_total = l->max_total,
-                           .deadline_ns = deadline};
-  char what[256], size[32], limit[32];
-
-  if (wr_pack_scan(&s, read_bundle, &r, err) == 0) {
-    if (h->verbosity > 1) {
-      wr_format_size(s.total, what, sizeof(what));
-      wr_format_size(s.largest, size, sizeof(size));
-      fprintf(stderr,
-              "warren: the pack holds %u objects, %s expanded, the largest "
-              "%s\n",
-              s.objects, what, size);
-    }
-    return 0;
-  }
-  switch (s.refused) {
-  case WR_PACK_OBJECT_LIMIT:
-    wr_format_size(s.largest, size, sizeof(size));
-    wr_format_size(l->max_object, limit, sizeof(limit));
-    snprintf(what, sizeof(what),
-             "the pack from sandbox `%s` holds an object of %s, more than",
-             h->name, size);
-    return over_limit(err, what, "warren.maxObjectSize", limit, "1g");
-  case WR_PACK_TOTAL_LIMIT:
-    wr_format_size(l->max_total, limit, sizeof(limit));
-    snprintf(what, sizeof(what),
-             "the objects in the pack from sandbox `%s` expand to more than",
-             h->name);
-    return over_limit(err, what, "warren.maxTotalSize", limit, "16g");
-  case WR_PACK_TIMEOUT:
-    format_secs(l->timeout_ms, limit, sizeof(limit));
-    snprintf(what, sizeof(what),
-             "reading the pack from sandbox `%s` took longer than", h->name);
-    return over_limit(err, what, "warren.fetchTimeout", limit, "30m");
-  default:
-    return wr_error_wrap(err, "bundle from sandbox `%s`", h->name);
-  }
-}
-
-/* What git index-pack said, defused, on our stderr. */
+/* What git said, defused, on our stderr. */
 static void pass_on(const wr_buf_t *errout) {
   _cleanup_(wr_buf_free) wr_buf_t safe = {0};
 
@@ -392,46 +394,61 @@ static void pass_on(const wr_buf_t *errout) {
   fwrite(safe.data, 1, safe.len, stderr);
 }
 
-/* How index-pack ended, as an error when it failed. */
-static int index_pack_status(const struct helper *h,
-                             const struct wr_fetch_limits *l,
-                             const struct wr_bounded_exit *ex,
-                             const wr_buf_t *errout, wr_error_t *err) {
+/* `git` (index-pack, cat-file) was stopped at warren.maxMemory. The
+ * default follows warren.maxObjectSize, so that is what to raise then. */
+static int over_memory(const struct helper *h, const char *git,
+                       wr_error_t *err) {
+  const struct wr_fetch_limits *l = &h->limits;
+  char what[256], limit[96], example[32];
+  size_t n;
+
+  snprintf(what, sizeof(what),
+           "%s needed more memory for the pack from sandbox `%s` than", git,
+           h->name);
+  wr_format_size(l->max_memory, limit, sizeof(limit));
+  if (l->memory_set) {
+    suggest_size(4 * l->max_memory, example, sizeof(example));
+    return over_limit(err, what, "warren.maxMemory", limit, "warren.maxMemory",
+                      example);
+  }
+  n = strlen(limit);
+  snprintf(limit + n, sizeof(limit) - n,
+           ", from warren.maxObjectSize: twice it and 256 MiB");
+  suggest_size(4 * l->max_object, example, sizeof(example));
+  return over_limit(err, what, "warren.maxMemory", limit,
+                    "warren.maxObjectSize", example);
+}
+
+/* How a bounded git ended, as an error naming the limit when one
+ * stopped it. */
+static int git_status(const struct helper *h, const char *git,
+                      const struct wr_bounded_exit *ex, const wr_buf_t *errout,
+                      wr_error_t *err) {
   _cleanup_free_ char *said = NULL;
-  char what[256], limit[32];
+  char doing[64];
 
   if (ex->timed_out) {
-    format_secs(l->timeout_ms, limit, sizeof(limit));
-    snprintf(what, sizeof(what),
-             "git index-pack on the pack from sandbox `%s` took longer than",
-             h->name);
-    return over_limit(err, what, "warren.fetchTimeout", limit, "30m");
+    snprintf(doing, sizeof(doing), "%s on the pack", git);
+    return over_time_doing(h, doing, "from", err);
   }
-  if (ex->out_of_memory) {
-    wr_format_size(l->max_memory, limit, sizeof(limit));
-    snprintf(what, sizeof(what),
-             "git index-pack needed more memory for the pack from sandbox "
-             "`%s` than",
-             h->name);
-    return over_limit(err, what, "warren.maxMemory", limit, "4g");
-  }
+  if (ex->out_of_memory)
+    return over_memory(h, git, err);
   if (ex->status == 0)
     return 0;
-  said = wr_cli_said(errout);
+  said = errout != NULL ? wr_cli_said(errout) : xstrdup("");
   return wr_error_set(err, 0,
-                      "git index-pack refused the pack from sandbox `%s` "
-                      "(exit %d)%s%s",
-                      h->name, ex->status, said[0] ? ": " : "", said);
+                      "%s refused the pack from sandbox `%s` (exit %d)%s%s",
+                      git, h->name, ex->status, said[0] ? ": " : "", said);
 }
 
 /*
  * The pack, from after the header, into the quarantine with every object
  * checked (`--strict`: hashes, fsck rules, links, against the
  * repository's objects too), with a .keep file that holds it until git
- * has updated its refs. stdout says "keep\tHASH".
+ * has updated its refs. stdout says "keep\tHASH". An object git cannot
+ * allocate within warren.maxMemory stops it here.
  */
-static int index_pack(const struct helper *h, const struct wr_fetch_limits *l,
-                      uint64_t deadline, const struct wr_quarantine *q,
+static int index_pack(const struct helper *h, const struct wr_quarantine *q,
                       char **hash, wr_error_t *err) {
   _cleanup_free_ char *max = xasprintf("--max-input-size=%llu", WR_BUNDLE_MAX);
   char *argv[] = {
@@ -445,8 +462,8 @@ static int index_pack(const struct helper *h, const struct wr_fetch_limits *l,
                                .out = &out,
                                .max_out = 4096,
                                .errout = &errout,
-                               .max_memory = l->max_memory,
-                               .deadline_ns = deadline};
+                               .max_memory = h->limits.max_memory,
+                               .deadline_ns = h->deadline};
   struct wr_bounded_exit ex;
 
   if (lseek(h->bundle, (off_t)h->header.pack_offset, SEEK_SET) < 0)
@@ -457,7 +474,7 @@ static int index_pack(const struct helper *h, const struct wr_fetch_limits *l,
     fprintf(stderr, "warren: git index-pack ran %s\n",
             ex.cgroup ? "in a memory cgroup of its own"
                       : "under rlimits (no cgroup could be made)");
-  if (index_pack_status(h, l, &ex, &errout, err) < 0)
+  if (git_status(h, "git index-pack", &ex, &errout, err) < 0)
     return -1;
   pass_on(&errout);
   if (out.data == NULL || !wr_str_has_prefix(out.data, "keep\t"))
@@ -467,23 +484,63 @@ static int index_pack(const struct helper *h, const struct wr_fetch_limits *l,
   return 0;
 }
 
+/* What the objects index-pack took expand to, as git lists them in the
+ * quarantine: refused over warren.maxObjectSize or warren.maxTotalSize. */
+static int check_sizes(const struct helper *h, const struct wr_quarantine *q,
+                       wr_error_t *err) {
+  const struct wr_fetch_limits *l = &h->limits;
+  struct wr_object_sizes s;
+  struct wr_bounded_exit ex;
+  char what[256], size[32], limit[32], example[32];
+
+  if (wr_quarantine_measure(q, l->max_memory, h->deadline, &s, &ex, err) < 0 ||
+      git_status(h, "git cat-file", &ex, NULL, err) < 0)
+    return -1;
+  if (h->verbosity > 1) {
+    wr_format_size(s.total, what, sizeof(what));
+    wr_format_size(s.largest, size, sizeof(size));
+    fprintf(stderr,
+            "warren: the pack holds %llu objects, %s expanded, the largest "
+            "%s\n",
+            (unsigned long long)s.objects, what, size);
+  }
+  if (s.largest > l->max_object) {
+    wr_format_size(s.largest, size, sizeof(size));
+    wr_format_size(l->max_object, limit, sizeof(limit));
+    suggest_size(s.largest, example, sizeof(example));
+    snprintf(what, sizeof(what),
+             "the pack from sandbox `%s` holds an object of %s, more than",
+             h->name, size);
+    return over_limit(err, what, "warren.maxObjectSize", limit,
+                      "warren.maxObjectSize", example);
+  }
+  if (s.total > l->max_total) {
+    wr_format_size(s.total, size, sizeof(size));
+    wr_format_size(l->max_total, limit, sizeof(limit));
+    suggest_size(s.total, example, sizeof(example));
+    snprintf(what, sizeof(what),
+             "the objects in the pack from sandbox `%s` expand to %s, more "
+             "than",
+             h->name, size);
+    return over_limit(err, what, "warren.maxTotalSize", limit,
+                      "warren.maxTotalSize", example);
+  }
+  return 0;
+}
+
 /*
- * The whole of a fetch's work on the host, within the limits of
- * limits.c: the pack's sizes first, then index-pack in a
- * quarantine, then its files into the repository. *lock is the .keep
- * git is to remove once it has updated its refs (NULL: none of ours).
+ * The whole of a fetch's work on the host, within the limits read at
+ * `list` and before its deadline: index-pack into a quarantine, git's
+ * list of what the objects there expand to, then the pack's files into
+ * the repository. *lock is the .keep git is to remove once it has
+ * updated its refs (NULL: none of ours).
  */
 static int take_pack(const struct helper *h, char **lock, wr_error_t *err) {
   _cleanup_(wr_quarantine_remove) struct wr_quarantine q = {0};
   _cleanup_free_ char *hash = NULL;
-  struct wr_fetch_limits l;
-  uint64_t deadline;
 
-  if (wr_fetch_limits_read(&l, err) < 0)
-    return -1;
-  deadline = wr_mono_ns() + l.timeout_ms * 1000000ull;
-  if (scan_pack(h, &l, deadline, err) < 0 || wr_quarantine_make(&q, err) < 0 ||
-      index_pack(h, &l, deadline, &q, &hash, err) < 0)
+  if (wr_quarantine_make(&q, err) < 0 || index_pack(h, &q, &hash, err) < 0 ||
+      check_sizes(h, &q, err) < 0)
     return -1;
   return wr_quarantine_commit(&q, hash, lock, err);
 }
@@ -501,7 +558,10 @@ static const char mark_script[] = WR_CLI_GIT_ENV_SH
 static void mark_fetched(struct helper *h, char **pairs) {
   _cleanup_strv_ char **argv = NULL;
   _cleanup_(wr_buf_free) wr_buf_t errout = {0};
-  struct wr_cli_run_in r = {.cwd = "/", .errout = &errout};
+  struct wr_cli_run_in r = {.cwd = "/",
+                            .timeout_ms =
+                                WR_MAX(time_left_ms(h), MARK_TIMEOUT_MS),
+                            .errout = &errout};
   wr_error_t err = {0};
 
   if (pairs == NULL)
@@ -516,10 +576,13 @@ static void mark_fetched(struct helper *h, char **pairs) {
   r.argv = argv;
   if (wr_cli_run_in(&h->ctx, h->name, &r, &err) == 0) {
     _cleanup_free_ char *text = wr_cli_said(&errout);
-    if (r.exit_code == 0)
+    if (r.exit_code == 0 && !r.timed_out)
       return;
-    wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
-                 text);
+    if (r.timed_out)
+      wr_error_set(&err, 0, "it took longer than warren.fetchTimeout");
+    else
+      wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
+                   text);
   }
   fprintf(stderr,
           "warren: warning: could not record the fetch in sandbox `%s` (%s); "

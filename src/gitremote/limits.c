@@ -32,6 +32,7 @@ void wr_fetch_limits_default(struct wr_fetch_limits *l) {
   l->max_total = WR_FETCH_MAX_TOTAL;
   l->max_memory = WR_FETCH_MEMORY(WR_FETCH_MAX_OBJECT);
   l->timeout_ms = WR_FETCH_TIMEOUT_MS;
+  l->memory_set = false;
 }
 
 static const struct key *find_key(const char *name, size_t len) {
@@ -69,7 +70,6 @@ static int set_value(struct wr_fetch_limits *l, const struct key *k,
 int wr_fetch_limits_parse(const char *text, size_t len,
                           struct wr_fetch_limits *l, wr_error_t *err) {
   const char *p = text, *end = text + len;
-  bool memory_set = false;
 
   while (p < end) {
     const char *z = memchr(p, '\0', (size_t)(end - p));
@@ -86,11 +86,12 @@ int wr_fetch_limits_parse(const char *text, size_t len,
         value = xstrndup(nl + 1, (size_t)(z - nl - 1));
       if (set_value(l, k, value, err) < 0)
         return -1;
-      memory_set |= k->offset == offsetof(struct wr_fetch_limits, max_memory);
+      l->memory_set |=
+          k->offset == offsetof(struct wr_fetch_limits, max_memory);
     }
     p = z + 1;
   }
-  if (!memory_set)
+  if (!l->memory_set)
     l->max_memory = WR_FETCH_MEMORY(l->max_object);
   return 0;
 }

@@ -10,6 +10,11 @@
  * the deadline, or refusing a broken object. In the quarantine all of
  * that is ours to remove, so a refused fetch leaves the repository as it
  * was. This is what git's receive-pack does with pushes (tmp-objdir.c).
+ *
+ * It is also where the pack's objects are measured before they may move
+ * in: git lists the size of each (wr_quarantine_measure), read from the
+ * pack index and the deltas' headers, so that an object or a total over
+ * the limits is refused without git expanding anything again.
  */
 #include "gitremote/gitremote.h"
 
@@ -157,6 +162,97 @@ int wr_quarantine_commit(struct wr_quarantine *q, const char *hash, char **keep,
   if (keep_ours)
     *keep = xasprintf("%s/pack-%s.keep", rpack, hash);
   return 0;
+}
+
+/* ---- measuring it ---------------------------------------------------------
+ */
+
+/* The largest size a line may give: 19 digits never overflow. */
+#define SIZE_DIGITS_MAX 19
+
+static int end_line(struct wr_object_sizes *s, wr_error_t *err) {
+  if (s->digits == 0)
+    return wr_error_set(err, 0, "unexpected output from git cat-file");
+  s->objects++;
+  s->largest = WR_MAX(s->largest, s->value);
+  /* Saturating: index-pack checked each size, but they are a sandbox's. */
+  s->total = s->total + s->value < s->total ? UINT64_MAX : s->total + s->value;
+  s->value = 0;
+  s->digits = 0;
+  return 0;
+}
+
+int wr_object_sizes_feed(struct wr_object_sizes *s, const char *data,
+                         size_t len, wr_error_t *err) {
+  for (size_t i = 0; i < len; i++) {
+    char c = data[i];
+    if (c == '\n') {
+      if (end_line(s, err) < 0)
+        return -1;
+    } else if (c >= '0' && c <= '9' && s->digits < SIZE_DIGITS_MAX) {
+      s->value = s->value * 10 + (uint64_t)(c - '0');
+      s->digits++;
+    } else {
+      return wr_error_set(err, 0, "unexpected output from git cat-file");
+    }
+  }
+  return 0;
+}
+
+int wr_object_sizes_end(const struct wr_object_sizes *s, wr_error_t *err) {
+  if (s->digits != 0)
+    return wr_error_set(err, 0, "unexpected output from git cat-file");
+  return 0;
+}
+
+static int sizes_out(void *ctx, const char *data, size_t len, wr_error_t *err) {
+  return wr_object_sizes_feed(ctx, data, len, err);
+}
+
+/* The quarantine's environment without the alternates: git then lists
+ * the quarantine's objects only. */
+static char **measure_env(const struct wr_quarantine *q) {
+  static const char alt[] = "GIT_ALTERNATE_OBJECT_DIRECTORIES=";
+  char **env = NULL;
+
+  for (size_t i = 0; q->env[i] != NULL; i++)
+    if (!wr_str_has_prefix(q->env[i], alt))
+      env = wr_strv_push(env, q->env[i]);
+  return env;
+}
+
+int wr_quarantine_measure(const struct wr_quarantine *q, uint64_t max_memory,
+                          uint64_t deadline_ns, struct wr_object_sizes *s,
+                          struct wr_bounded_exit *ex, wr_error_t *err) {
+  /* --unordered: in pack order, reading each pack once from start to end. */
+  char *argv[] = {"git",
+                  "cat-file",
+                  "--batch-all-objects",
+                  "--unordered",
+                  "--batch-check=%(objectsize)",
+                  NULL};
+  _cleanup_strv_ char **env = measure_env(q);
+  _cleanup_(wr_buf_free) wr_buf_t errout = {0};
+  struct wr_bounded_cmd cmd = {.argv = argv,
+                               .env = env,
+                               .stdin_fd = -1,
+                               .on_out = sizes_out,
+                               .on_out_ctx = s,
+                               .errout = &errout,
+                               .max_memory = max_memory,
+                               .deadline_ns = deadline_ns};
+
+  memset(s, 0, sizeof(*s));
+  if (wr_bounded_run(&cmd, ex, err) < 0)
+    return wr_error_wrap(err, "measure the pack's objects");
+  if (ex->timed_out || ex->out_of_memory)
+    return 0; /* the caller names the limit */
+  if (ex->status != 0) {
+    _cleanup_free_ char *said = wr_cli_said(&errout);
+    return wr_error_set(err, 0, "git cat-file failed (exit %d)%s%s", ex->status,
+                        said[0] ? ": " : "", said);
+  }
+  return wr_object_sizes_end(s, err);
 }
 
 void wr_quarantine_remove(struct wr_quarantine *q) {

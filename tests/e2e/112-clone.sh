@@ -255,8 +255,8 @@ test_fetch_errors_say_what_to_do() {
 
 # A sandbox in control of its own git: the bundle it makes lists a ref
 # that climbs out of refs/heads, or another remote's ref, or carries a
-# broken pack for a commit the host lacks (cut short: refused as it is
-# read; with a bad checksum: refused by the host's index-pack). Each is
+# broken pack for a commit the host lacks (cut short, or with a bad
+# checksum: refused by the host's index-pack, which says why). Each is
 # refused, and nothing reaches the host's refs or packs.
 test_forged_bundles_are_refused() {
   local d=/tmp/wr-clone-forged r out refs_before
@@ -282,13 +282,13 @@ echo refs/heads/../../config > /forged-ref"
   inside cl-forge "echo refs/remotes/origin/main > /forged-ref"
   out=$(cd "$r" && must_fail git fetch warren-cl-forge)
   assert_contains "$out" "not a valid branch or tag name" "a remote's ref"
-  # A valid header for a new commit, with a pack cut short: refused
-  # before the host's git reads it.
+  # A valid header for a new commit, with a pack cut short.
   inside cl-forge 'cd /workspace && git -c user.name=a \
     -c user.email=a@example.invalid commit -q --allow-empty -m new &&
     git rev-parse HEAD > /forged-oid && echo refs/heads/main > /forged-ref'
   out=$(cd "$r" && must_fail git fetch warren-cl-forge)
-  assert_contains "$out" "the pack is malformed: it is cut short" "broken pack"
+  assert_contains "$out" "index-pack refused the pack from sandbox \`cl-forge\` (exit 128): fatal: early EOF" \
+    "a pack cut short"
   # An empty pack with a checksum of zeros: the host's index-pack refuses
   # it, and says why.
   inside cl-forge "{ printf 'PACK\0\0\0\2\0\0\0\0'; head -c 20 /dev/zero; } \

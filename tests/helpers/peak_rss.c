@@ -1,26 +1,38 @@
 /*
  * peak_rss: run a command and write the peak resident memory of the
- * largest process in its tree (ru_maxrss of every waited-for
- * descendant, as the kernel carries it up) to a file, in KiB.
+ * largest process in its tree to a file, in KiB.
  *
  *   peak_rss FILE COMMAND [ARG...]
  *
+ * The kernel carries a child's ru_maxrss up to whoever waits for it, but
+ * a process that exits without waiting for its children (git fetch when
+ * its remote helper fails) loses theirs. So peak_rss is a child
+ * subreaper: orphans of the tree become its children, and it waits for
+ * every one of them, keeping the largest figure.
+ *
  * Exits with the command's status (128+N for signal N).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char **argv) {
   struct rusage ru;
+  long peak = 0;
+  int ws, status = 2;
+  pid_t pid, done;
   FILE *f;
-  pid_t pid;
-  int ws;
 
   if (argc < 3) {
     fprintf(stderr, "usage: peak_rss FILE COMMAND [ARG...]\n");
+    return 2;
+  }
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+    perror("peak_rss: PR_SET_CHILD_SUBREAPER");
     return 2;
   }
   pid = fork();
@@ -33,14 +45,22 @@ int main(int argc, char **argv) {
     perror("peak_rss: exec");
     _exit(127);
   }
-  if (wait4(pid, &ws, 0, &ru) < 0) {
+  while ((done = wait4(-1, &ws, 0, &ru)) > 0 || errno == EINTR) {
+    if (done <= 0)
+      continue;
+    if (ru.ru_maxrss > peak)
+      peak = ru.ru_maxrss;
+    if (done == pid)
+      status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  }
+  if (errno != ECHILD) {
     perror("peak_rss: wait");
     return 2;
   }
   f = fopen(argv[1], "w");
-  if (f == NULL || fprintf(f, "%ld\n", ru.ru_maxrss) < 0 || fclose(f) != 0) {
+  if (f == NULL || fprintf(f, "%ld\n", peak) < 0 || fclose(f) != 0) {
     perror("peak_rss: write");
     return 2;
   }
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  return status;
 }
