@@ -278,6 +278,9 @@ int wr_http_request_upload(wr_http_client_t *c, const char *method,
 /* Next piece of the body: > 0 bytes, 0 at the end, -1 on error. */
 ssize_t wr_http_read_body(wr_http_client_t *c, char *buf, size_t size,
                           wr_error_t *err);
+/* From now on, a read that would wait past deadline_ns (wr_mono_ns())
+ * fails with ETIMEDOUT instead; 0 waits as long as it takes. */
+void wr_http_client_set_deadline(wr_http_client_t *c, uint64_t deadline_ns);
 /* Ask for an upgrade; on 101 returns 0 and the raw socket fd (owned by the
  * client; valid until close). Any other status fills resp (whole body). */
 int wr_http_request_upgrade(wr_http_client_t *c, const char *method,
