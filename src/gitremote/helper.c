@@ -292,8 +292,8 @@ static void remove_inside(struct helper *h, const char *path) {
   wr_error_t err = {0};
 
   if (wr_cli_call(&h->ctx, "DELETE", url, NULL, NULL, NULL, &err) < 0)
-    fprintf(stderr, "warren: could not remove %s in sandbox `%s`: %s\n", dir,
-            h->name, err.msg);
+    wr_cli_fail(0, "could not remove %s in sandbox `%s`: %s", dir, h->name,
+                err.msg);
 }
 
 /* Read the header: grow the read until its end ("\n\n") is in, up to
@@ -584,10 +584,10 @@ static void mark_fetched(struct helper *h, char **pairs) {
       wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
                    text);
   }
-  fprintf(stderr,
-          "warren: warning: could not record the fetch in sandbox `%s` (%s); "
-          "`warren rm` may call these commits unfetched\n",
-          h->name, err.msg);
+  wr_cli_fail(0,
+              "warning: could not record the fetch in sandbox `%s` (%s); "
+              "`warren rm` may call these commits unfetched",
+              h->name, err.msg);
 }
 
 /* A batch of fetch lines (the first one given) up to a blank line. */
