@@ -248,6 +248,7 @@ struct wr_http_response {
   int status;
   char *content_type; /* may be NULL */
   wr_buf_t body;      /* whole body for wr_http_request() */
+  wr_buf_t headers;   /* every header, as NUL-terminated name, value pairs */
 };
 
 int wr_http_client_open(const char *address, const char *api_key,
@@ -259,6 +260,9 @@ int wr_http_request(wr_http_client_t *c, const char *method,
                     const void *body, size_t body_len,
                     struct wr_http_response *resp, wr_error_t *err);
 void wr_http_response_free(struct wr_http_response *resp);
+/* The value of response header `name` (any case), or NULL. */
+const char *wr_http_response_header(const struct wr_http_response *resp,
+                                    const char *name);
 
 /*
  * Streaming: send the head (and a body of known length, or none), then
@@ -281,6 +285,9 @@ int wr_http_request_upload(wr_http_client_t *c, const char *method,
 /* Next piece of the body: > 0 bytes, 0 at the end, -1 on error. */
 ssize_t wr_http_read_body(wr_http_client_t *c, char *buf, size_t size,
                           wr_error_t *err);
+/* From now on, a read that would wait past deadline_ns (wr_mono_ns())
+ * fails with ETIMEDOUT instead; 0 waits as long as it takes. */
+void wr_http_client_set_deadline(wr_http_client_t *c, uint64_t deadline_ns);
 /* Ask for an upgrade; on 101 returns 0 and the raw socket fd (owned by the
  * client; valid until close). Any other status fills resp (whole body). */
 int wr_http_request_upgrade(wr_http_client_t *c, const char *method,

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <netdb.h>
+#include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -35,6 +36,7 @@ struct wr_http_client {
   bool active;  /* a response is being read */
   bool upgraded;
   bool head_request;
+  uint64_t deadline_ns; /* wr_mono_ns() past which a read fails; 0: none */
 };
 
 /* ---- connecting --------------------------------------------------------- */
@@ -125,6 +127,10 @@ int wr_http_client_open(const char *address, const char *api_key,
   return 0;
 }
 
+void wr_http_client_set_deadline(wr_http_client_t *c, uint64_t deadline_ns) {
+  c->deadline_ns = deadline_ns;
+}
+
 static void drop_connection(wr_http_client_t *c) {
   if (c->fd >= 0)
     close(c->fd);
@@ -164,9 +170,15 @@ static int bounded_append(wr_http_client_t *c, wr_buf_t *b, const char *at,
 }
 
 static void commit_header(wr_http_client_t *c) {
+  const char *value = c->value.data ? c->value.data : "";
+
   if (c->field.len > 0 && strcasecmp(c->field.data, "content-type") == 0) {
     free(c->resp->content_type);
-    c->resp->content_type = xstrdup(c->value.data ? c->value.data : "");
+    c->resp->content_type = xstrdup(value);
+  }
+  if (c->field.len > 0) {
+    wr_buf_append(&c->resp->headers, c->field.data, c->field.len + 1);
+    wr_buf_append(&c->resp->headers, value, strlen(value) + 1);
   }
   wr_buf_reset(&c->field);
   wr_buf_reset(&c->value);
@@ -239,6 +251,23 @@ static int pump(wr_http_client_t *c, const char *data, size_t len,
   return 0;
 }
 
+/* Wait until the socket is readable or the deadline has passed. */
+static int wait_readable(wr_http_client_t *c, wr_error_t *err) {
+  struct pollfd pfd = {c->fd, POLLIN, 0};
+  uint64_t now;
+  int r;
+
+  if (c->deadline_ns == 0)
+    return 0;
+  do {
+    now = wr_mono_ns();
+    if (now >= c->deadline_ns)
+      return wr_error_set(err, ETIMEDOUT, "read from the server");
+    r = poll(&pfd, 1, (int)WR_MIN((c->deadline_ns - now) / 1000000 + 1, 60000));
+  } while (r == 0 || (r < 0 && errno == EINTR));
+  return r < 0 ? wr_error_set(err, errno, "poll") : 0;
+}
+
 /* Parse what is buffered, or read more; EOF ends a body that runs to the
  * end of the connection, and is an error anywhere else. */
 static int advance(wr_http_client_t *c, wr_error_t *err) {
@@ -247,6 +276,8 @@ static int advance(wr_http_client_t *c, wr_error_t *err) {
 
   if (c->in.len > 0)
     return pump(c, c->in.data, c->in.len, err);
+  if (wait_readable(c, err) < 0)
+    return -1;
   do
     n = recv(c->fd, buf, sizeof(buf), 0);
   while (n < 0 && errno == EINTR);
@@ -557,6 +588,24 @@ void wr_http_response_free(struct wr_http_response *resp) {
   free(resp->content_type);
   resp->content_type = NULL;
   wr_buf_free(&resp->body);
+  wr_buf_free(&resp->headers);
+}
+
+const char *wr_http_response_header(const struct wr_http_response *resp,
+                                    const char *name) {
+  const char *p = resp->headers.data;
+  const char *end = p + resp->headers.len;
+
+  while (p != NULL && p < end) {
+    const char *value = p + strlen(p) + 1;
+
+    if (value >= end)
+      break;
+    if (strcasecmp(p, name) == 0)
+      return value;
+    p = value + strlen(value) + 1;
+  }
+  return NULL;
 }
 
 char *wr_http_error_message(const struct wr_http_response *resp) {

@@ -159,13 +159,22 @@ struct wr_cli_cp_loc {
 int wr_cli_cp_parse_loc(const char *arg, struct wr_cli_cp_loc *loc,
                         wr_error_t *err);
 void wr_cli_cp_loc_free(struct wr_cli_cp_loc *loc);
+/* What bounds a copy: at most max_size bytes of file data (0: no limit;
+ * holes do not count). A download is also bounded by the free space where
+ * it lands. */
+struct wr_cli_cp_opts {
+  uint64_t max_size;
+};
 /* Copy a local path ("-": a tar on stdin) into a sandbox (cp_transfer.c). */
 int wr_cli_cp_upload(const struct wr_cli_ctx *ctx, const char *src,
-                     const struct wr_cli_cp_loc *dst, wr_error_t *err);
-/* Copy from a sandbox to a local path ("-": a tar on stdout). */
+                     const struct wr_cli_cp_loc *dst,
+                     const struct wr_cli_cp_opts *opts, wr_error_t *err);
+/* Copy from a sandbox to a local path ("-": a tar on stdout). A failed
+ * copy leaves nothing at the destination; one over a limit is refused
+ * with EDQUOT and a message naming the sizes. */
 int wr_cli_cp_download(const struct wr_cli_ctx *ctx,
                        const struct wr_cli_cp_loc *src, const char *dst,
-                       wr_error_t *err);
+                       const struct wr_cli_cp_opts *opts, wr_error_t *err);
 
 /* `policy allow|deny|check network [--sandbox N] HOST[:PORT]`: argv[0] is
  * the verb; "network" is the only kind of rule there is so far. */
@@ -334,6 +343,17 @@ int wr_cli_usage(const char *cmd, const wr_error_t *err);
 int wr_cli_help(const char *text);
 /* Pretty JSON on stdout. */
 int wr_cli_print_json(const json_t *j);
+/* Extra jansson flags for JSON printed to stdout (see output.c). */
+size_t wr_cli_json_flags(void);
+/* A name or value for plain output: s itself when every character is safe
+ * for a terminal (see wr_text_unit), else quoted as ls quotes file names
+ * ('a'$'\033''b'). Caller frees. Tables quote every cell. */
+char *wr_cli_quote(const char *s);
+/* A message with its unsafe characters as C escapes in place (newline and
+ * tab kept); wr_cli_fail applies it to every error line. Caller frees. */
+char *wr_cli_safe_text(const char *s);
+/* Print a formatted line (newline added) made safe by wr_cli_safe_text. */
+void wr_cli_line(FILE *out, const char *fmt, ...) WR_PRINTF(2, 3);
 
 /* A text table: rows of cells; columns padded to the widest cell. */
 struct wr_cli_table {

@@ -5,14 +5,14 @@
  *
  * The host never runs git on a repository the sandbox can write, and never
  * runs git as root in a repository that belongs to someone else: the git
- * directory is found by reading files, and the remote is written by
+ * directory is found by reading files (src/common/gitrepo.c, which the
+ * daemon uses too), and the remote is written by
  * `git config --file` run as the repository's owner, with no discovery,
  * no system or global configuration and no hooks. Everything that needs
  * git on the repository's contents runs inside the sandbox.
  */
 #include "cli/cli.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
@@ -21,10 +21,6 @@
 #include <sys/wait.h>
 
 #define REFNAME_MAX 1024
-#define GITFILE_MAX 4096
-/* Bounds on the walk of refs/heads when looking for a branch. */
-#define REFS_DEPTH_MAX 32
-#define REFS_ENTRIES_MAX 100000
 /* The most an answer from a sandbox's check may be. */
 #define UNFETCHED_MAX (1u << 20)
 #define UNFETCHED_LINES_MAX 10000
@@ -68,174 +64,33 @@ bool wr_cli_git_refname_valid(const char *name) {
 
 /* ---- the git directory, read without git --------------------------------- */
 
-static int not_a_repository(const char *path, wr_error_t *err) {
-  return wr_error_set(err, 0,
-                      "`%s` is not a git repository: clone mode needs one "
-                      "with a commit (git init && git add -A && git commit)",
-                      path);
-}
-
-/* The git directory named by a `.git` file ("gitdir: DIR"), resolved
- * against the working tree when relative. */
-static int read_gitfile(const char *top, const char *dotgit, char **out,
-                        wr_error_t *err) {
-  _cleanup_free_ char *text = NULL;
-  _cleanup_free_ char *joined = NULL;
-  size_t len = 0;
-  char *dir;
-
-  if (wr_read_file(dotgit, GITFILE_MAX, &text, &len, err) < 0)
-    return -1;
-  if (len < 8 || memcmp(text, "gitdir: ", 8) != 0 || memchr(text, 0, len))
-    return wr_error_set(err, 0, "`%s` is neither a directory nor a gitdir file",
-                        dotgit);
-  while (len > 8 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-    text[--len] = '\0';
-  dir = text + 8;
-  if (*dir == '\0')
-    return wr_error_set(err, 0, "`%s` names no git directory", dotgit);
-  joined = dir[0] == '/' ? xstrdup(dir) : xasprintf("%s/%s", top, dir);
-  *out = realpath(joined, NULL);
-  if (*out == NULL)
-    return wr_error_set(err, errno, "`%s` names `%s`", dotgit, dir);
-  return 0;
-}
-
-static bool is_dir_at(const char *dir, const char *name) {
-  _cleanup_free_ char *p = xasprintf("%s/%s", dir, name);
-  struct stat st;
-
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file_at(const char *dir, const char *name) {
-  _cleanup_free_ char *p = xasprintf("%s/%s", dir, name);
-  struct stat st;
-
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/*
- * Only `path` is mounted in the sandbox, so its git directory must be
- * inside it; a linked worktree's is not (and shares its objects with the
- * main one through `commondir`), nor is a submodule's.
- */
-static int check_git_dir(const char *top, const char *gd, wr_error_t *err) {
-  size_t n = strlen(top);
-
-  if (is_file_at(gd, "commondir"))
-    return wr_error_set(err, 0,
-                        "`%s` is a linked worktree (git worktree): clone "
-                        "mode needs the repository's main working tree",
-                        top);
-  if (strncmp(gd, top, n) != 0 || (gd[n] != '/' && strcmp(top, "/") != 0))
-    return wr_error_set(err, 0,
-                        "the git directory of `%s` is outside it (`%s`; a "
-                        "submodule or a separate git dir): clone mode needs "
-                        "a repository whose .git is inside it",
-                        top, gd);
-  if (!is_file_at(gd, "HEAD") || !is_dir_at(gd, "objects") ||
-      !is_dir_at(gd, "refs") || !is_file_at(gd, "config"))
-    return not_a_repository(top, err);
-  return 0;
-}
-
-int wr_cli_clone_git_dir(const char *path, char **git_dir, wr_error_t *err) {
+/* The working tree at `path`, resolved (the user's own path, symlinks
+ * and all), then opened with no symlink on the way, since part of it may
+ * be another sandbox's workspace. */
+static int open_tree_dir(const char *path, wr_error_t *err) {
   _cleanup_free_ char *top = realpath(path, NULL);
-  _cleanup_free_ char *dotgit = NULL;
-  _cleanup_free_ char *gd = NULL;
-  struct stat st;
 
   if (top == NULL)
     return wr_error_set(err, errno, "`%s`", path);
-  if (stat(top, &st) < 0 || !S_ISDIR(st.st_mode))
-    return wr_error_set(err, 0, "`%s` is not a directory", path);
-  dotgit = xasprintf("%s/.git", strcmp(top, "/") == 0 ? "" : top);
-  if (lstat(dotgit, &st) < 0)
-    return errno == ENOENT ? not_a_repository(path, err)
-                           : wr_error_set(err, errno, "`%s`", dotgit);
-  if (S_ISREG(st.st_mode)) {
-    if (read_gitfile(top, dotgit, &gd, err) < 0)
-      return -1;
-  } else if ((gd = realpath(dotgit, NULL)) == NULL) {
-    return wr_error_set(err, errno, "`%s`", dotgit);
-  }
-  if (check_git_dir(top, gd, err) < 0)
+  return wr_open_host_confined(
+      top, WR_CONFINED_DIR | WR_CONFINED_NO_SYMLINKS | WR_CONFINED_PATH, NULL,
+      err);
+}
+
+int wr_cli_clone_git_dir(const char *path, char **git_dir, wr_error_t *err) {
+  _cleanup_close_ int top = open_tree_dir(path, err);
+
+  if (top < 0)
     return -1;
-  *git_dir = steal_ptr(&gd);
-  return 0;
-}
-
-/* A file (a loose ref) anywhere below dir, bounded in depth and entries. */
-static bool has_file_below(int dirfd, int depth, size_t *entries) {
-  DIR *d;
-  struct dirent *e;
-  bool found = false;
-
-  if (depth > REFS_DEPTH_MAX || (d = fdopendir(dirfd)) == NULL) {
-    close(dirfd);
-    return false;
-  }
-  while (!found && (e = readdir(d)) != NULL && ++*entries < REFS_ENTRIES_MAX) {
-    struct stat st;
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-        fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-      continue;
-    if (S_ISREG(st.st_mode))
-      found = true;
-    else if (S_ISDIR(st.st_mode))
-      found = has_file_below(
-          openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
-          depth + 1, entries);
-  }
-  closedir(d);
-  return found;
-}
-
-/* A "<oid> refs/heads/..." line in packed-refs. */
-static bool packed_branch(const char *gd) {
-  _cleanup_free_ char *p = xasprintf("%s/packed-refs", gd);
-  _cleanup_fclose_ FILE *f = fopen(p, "re");
-  _cleanup_free_ char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-
-  while (f != NULL && (n = getline(&line, &cap, f)) > 0) {
-    const char *sp = memchr(line, ' ', (size_t)n);
-    if (line[0] != '#' && line[0] != '^' && sp != NULL &&
-        wr_str_has_prefix(sp + 1, "refs/heads/"))
-      return true;
-  }
-  return false;
-}
-
-/* Whether the repository has a branch, hence a commit. A reftable
- * repository cannot be read this way; the sandbox's check decides. */
-static bool has_branch(const char *gd) {
-  _cleanup_free_ char *heads = xasprintf("%s/refs/heads", gd);
-  size_t entries = 0;
-  int fd;
-
-  if (is_dir_at(gd, "reftable"))
-    return true;
-  fd = open(heads, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0 && has_file_below(fd, 0, &entries))
-    return true;
-  return packed_branch(gd);
+  return wr_gitrepo_find(top, path, git_dir, NULL, err);
 }
 
 int wr_cli_clone_check(const char *path, char **git_dir, wr_error_t *err) {
-  _cleanup_free_ char *gd = NULL;
+  _cleanup_close_ int top = open_tree_dir(path, err);
 
-  if (wr_cli_clone_git_dir(path, &gd, err) < 0)
+  if (top < 0)
     return -1;
-  if (!has_branch(gd))
-    return wr_error_set(err, 0,
-                        "`%s` has no commits: commit the starting code first "
-                        "(git add -A && git commit)",
-                        path);
-  *git_dir = steal_ptr(&gd);
-  return 0;
+  return wr_gitrepo_check(top, path, git_dir, err);
 }
 
 /* ---- running programs on the host ---------------------------------------- */

@@ -25,8 +25,15 @@ static const char help[] =
     "trees they are copied as links. Paths in the sandbox never resolve\n"
     "outside it.\n"
     "\n"
+    "Sparse files keep their holes both ways: a 1 TiB file that holds a few\n"
+    "blocks of data copies as a few blocks. A copy out of a sandbox is\n"
+    "refused, with nothing written, when its data is more than the free\n"
+    "space where it lands or --max-size; sizes count bytes of file data\n"
+    "(holes are free). A copy that fails leaves nothing at DST.\n"
+    "\n"
     "Options:\n"
-    "  -h, --help  show this help\n"
+    "      --max-size SIZE  copy at most SIZE bytes of file data (1g, 500m)\n"
+    "  -h, --help           show this help\n"
     "\n"
     "Examples:\n"
     "  warren cp ./app web:/srv/        # -> /srv/app\n"
@@ -36,6 +43,7 @@ static const char help[] =
     "  warren cp web:/etc - | tar -t\n";
 
 static const struct option longopts[] = {
+    {"max-size", required_argument, NULL, 'M'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -95,6 +103,7 @@ static int check_sides(const struct wr_cli_cp_loc *src,
 int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   struct wr_cli_cp_loc src _cleanup_(wr_cli_cp_loc_free) = {0};
   struct wr_cli_cp_loc dst _cleanup_(wr_cli_cp_loc_free) = {0};
+  struct wr_cli_cp_opts opts = {0};
   wr_error_t err = {0};
   int c, r;
 
@@ -102,7 +111,14 @@ int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   while ((c = wr_cli_getopt(argc, argv, ":h", longopts, &err)) != -1) {
     if (c == '?')
       return wr_cli_usage("cp", &err);
-    return wr_cli_help(help);
+    if (c == 'h')
+      return wr_cli_help(help);
+    if (wr_parse_size(optarg, &opts.max_size, &err) < 0)
+      return wr_cli_usage("cp", &err);
+    if (opts.max_size == 0) {
+      wr_error_set(&err, 0, "--max-size must be more than 0");
+      return wr_cli_usage("cp", &err);
+    }
   }
   if (argc - optind != 2) {
     wr_error_set(&err, 0, "expected SRC and DST");
@@ -113,9 +129,9 @@ int wr_cli_cmd_cp(const struct wr_cli_ctx *ctx, int argc, char **argv) {
       check_sides(&src, &dst, &err) < 0)
     return wr_cli_usage("cp", &err);
   if (dst.sandbox != NULL)
-    r = wr_cli_cp_upload(ctx, src.path, &dst, &err);
+    r = wr_cli_cp_upload(ctx, src.path, &dst, &opts, &err);
   else
-    r = wr_cli_cp_download(ctx, &src, dst.path, &err);
+    r = wr_cli_cp_download(ctx, &src, dst.path, &opts, &err);
   if (r < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   return WR_CLI_EXIT_OK;

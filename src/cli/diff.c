@@ -149,7 +149,8 @@ static void print_change(FILE *out, const json_t *c) {
   const char *why =
       note(path, change, type, json_is_true(json_object_get(c, "setuid")));
   bool dir = strcmp(type, "dir") == 0;
-  _cleanup_free_ char *shown = xasprintf("%s%s", path, dir ? "/" : "");
+  _cleanup_free_ char *name = xasprintf("%s%s", path, dir ? "/" : "");
+  _cleanup_free_ char *shown = wr_cli_quote(name);
 
   fprintf(out, "%c %s", letter(change), shown);
   if (*was != '\0')

@@ -131,7 +131,7 @@ static int on_build_event(json_t *event, void *arg, wr_error_t *err) {
 
   (void)err;
   if (strcmp(type, "progress") == 0) {
-    fprintf(stderr, "  %s\n", wr_cli_jstr(event, "message"));
+    wr_cli_line(stderr, "  %s", wr_cli_jstr(event, "message"));
     return 0;
   }
   if (strcmp(type, "done") == 0) {

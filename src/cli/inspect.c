@@ -29,7 +29,9 @@ static const struct option longopts[] = {
 };
 
 static void line(const char *key, const char *value) {
-  printf("%-10s %s\n", key, value);
+  _cleanup_free_ char *shown = wr_cli_quote(value);
+
+  printf("%-10s %s\n", key, shown);
 }
 
 /* A JSON value as text: strings as they are, null as "-". */

@@ -1,6 +1,13 @@
 /*
  * What the CLI prints: error lines, help, pretty JSON, aligned tables and
  * human times ("2 minutes ago").
+ *
+ * Strings that a sandbox or an API client controls (file names, labels,
+ * host names, the daemon's messages that echo them) never reach the
+ * terminal raw: a control character could move the cursor, retitle the
+ * window or hide lines. Names and values are quoted as `ls` quotes file
+ * names, and only when they need it; messages get C escapes in place.
+ * --json output keeps the exact values (JSON-escaped).
  */
 #include "cli/cli.h"
 
@@ -8,20 +15,119 @@
 #include <jansson.h>
 #include <time.h>
 
+/* ---- strings for the terminal -------------------------------------------- */
+
+/* One byte as bash's $'...' and ls write it: \n, \t ... or \ooo. */
+static void put_escape(wr_buf_t *b, unsigned char c) {
+  static const char named[] = "\a\b\t\n\v\f\r";
+  static const char letters[] = "abtnvfr";
+  const char *p = c != 0 ? memchr(named, c, sizeof(named) - 1) : NULL;
+
+  if (p != NULL)
+    wr_buf_printf(b, "\\%c", letters[p - named]);
+  else
+    wr_buf_printf(b, "\\%03o", c);
+}
+
+/*
+ * ls's "shell-escape" style: runs of safe characters in single quotes,
+ * unsafe ones as $'\ooo', a quote as \', so "a<ESC>b" is 'a'$'\033''b'
+ * and pasting it into a shell gives the name back.
+ */
+char *wr_cli_quote(const char *s) {
+  enum { OUTSIDE, QUOTED, ESCAPED } at = OUTSIDE;
+  size_t left = strlen(s);
+  wr_buf_t b;
+
+  if (wr_text_is_safe(s))
+    return xstrdup(s);
+  wr_buf_init(&b);
+  while (left > 0) {
+    bool unsafe;
+    size_t n = wr_text_unit(s, left, &unsafe);
+    if (unsafe) {
+      if (at == QUOTED)
+        wr_buf_puts(&b, "'");
+      if (at != ESCAPED)
+        wr_buf_puts(&b, "$'");
+      at = ESCAPED;
+      for (size_t i = 0; i < n; i++)
+        put_escape(&b, (unsigned char)s[i]);
+    } else if (*s == '\'') {
+      if (at != OUTSIDE)
+        wr_buf_puts(&b, "'");
+      wr_buf_puts(&b, "\\'");
+      at = OUTSIDE;
+    } else {
+      if (at == ESCAPED)
+        wr_buf_puts(&b, "'");
+      if (at != QUOTED)
+        wr_buf_puts(&b, "'");
+      at = QUOTED;
+      wr_buf_append(&b, s, n);
+    }
+    s += n;
+    left -= n;
+  }
+  if (at != OUTSIDE)
+    wr_buf_puts(&b, "'");
+  return wr_buf_steal(&b, NULL);
+}
+
+char *wr_cli_safe_text(const char *s) {
+  size_t left = strlen(s);
+  wr_buf_t b;
+
+  wr_buf_init(&b);
+  wr_buf_reserve(&b, left);
+  while (left > 0) {
+    bool unsafe;
+    size_t n = wr_text_unit(s, left, &unsafe);
+    if (unsafe && *s != '\n' && *s != '\t')
+      for (size_t i = 0; i < n; i++)
+        put_escape(&b, (unsigned char)s[i]);
+    else
+      wr_buf_append(&b, s, n);
+    s += n;
+    left -= n;
+  }
+  return b.data != NULL ? wr_buf_steal(&b, NULL) : xstrdup("");
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static void put_line(FILE *out, const char *prefix, const char *fmt,
+                     va_list ap) {
+  _cleanup_free_ char *text = NULL, *shown = NULL;
+
+  if (vasprintf(&text, fmt, ap) < 0)
+    abort();
+  shown = wr_cli_safe_text(text);
+  fprintf(out, "%s%s\n", prefix, shown);
+}
+
+void wr_cli_line(FILE *out, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  put_line(out, "", fmt, ap);
+  va_end(ap);
+}
+
 /* Every error line looks the same, so users and scripts can grep for it. */
 int wr_cli_fail(int code, const char *fmt, ...) {
   va_list ap;
 
-  fputs("warren: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  put_line(stderr, "warren: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
   return code;
 }
 
 int wr_cli_usage(const char *cmd, const wr_error_t *err) {
-  fprintf(stderr, "warren: %s\n", err->msg);
+  _cleanup_free_ char *shown = wr_cli_safe_text(err->msg);
+
+  fprintf(stderr, "warren: %s\n", shown);
   if (cmd != NULL)
     fprintf(stderr, "See `warren %s --help`.\n", cmd);
   else
@@ -34,8 +140,17 @@ int wr_cli_help(const char *text) {
   return fflush(stdout) == 0 ? WR_CLI_EXIT_OK : WR_CLI_EXIT_ERROR;
 }
 
+/* jansson escapes C0 controls; everything past ASCII is escaped too (as
+ * Python's json does by default), since DEL and the C1 controls, which
+ * some terminals obey, are characters of UTF-8 text. The values stay
+ * exact; the bytes are plain ASCII. */
+size_t wr_cli_json_flags(void) {
+  return JSON_ENSURE_ASCII;
+}
+
 int wr_cli_print_json(const json_t *j) {
-  if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY) < 0)
+  if (json_dumpf(j, stdout,
+                 JSON_INDENT(2) | JSON_ENCODE_ANY | wr_cli_json_flags()) < 0)
     return -1;
   fputc('\n', stdout);
   return fflush(stdout) == 0 ? 0 : -1;
@@ -52,7 +167,7 @@ void wr_cli_table_init(struct wr_cli_table *t, size_t ncols) {
 void wr_cli_table_add(struct wr_cli_table *t, const char *const *row) {
   t->cells = xrealloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(char *));
   for (size_t c = 0; c < t->ncols; c++)
-    t->cells[t->nrows * t->ncols + c] = xstrdup(row[c] ? row[c] : "");
+    t->cells[t->nrows * t->ncols + c] = wr_cli_quote(row[c] ? row[c] : "");
   t->nrows++;
 }
 

@@ -385,10 +385,11 @@ static int cmd_rule(const struct wr_cli_ctx *ctx, int argc, char **argv) {
                   &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   target = host_port(reply);
-  printf("rule %lld: %s %s (%s%s%s)\n", (long long)wr_cli_jint(reply, "id"),
-         wr_cli_jstr(reply, "action"), target,
-         o.sandbox ? "sandbox " : "global", o.sandbox ? o.sandbox : "",
-         status == 200 ? "; it was already there" : "");
+  wr_cli_line(stdout, "rule %lld: %s %s (%s%s%s)",
+              (long long)wr_cli_jint(reply, "id"), wr_cli_jstr(reply, "action"),
+              target, o.sandbox ? "sandbox " : "global",
+              o.sandbox ? o.sandbox : "",
+              status == 200 ? "; it was already there" : "");
   return WR_CLI_EXIT_OK;
 }
 
@@ -424,14 +425,16 @@ static void print_check(const json_t *res) {
   json_t *addr;
   size_t i;
 
-  printf("%s: %s\n", wr_cli_jbool(res, "allow") ? "allowed" : "denied",
-         wr_cli_jstr(res, "reason"));
+  wr_cli_line(stdout, "%s: %s",
+              wr_cli_jbool(res, "allow") ? "allowed" : "denied",
+              wr_cli_jstr(res, "reason"));
   json_array_foreach (json_object_get(res, "addresses"), i, addr)
-    printf("  %s: %s (%s)\n", wr_cli_jstr(addr, "addr"),
-           wr_cli_jbool(addr, "allow") ? "allowed" : "denied",
-           wr_cli_jstr(addr, "reason"));
+    wr_cli_line(stdout, "  %s: %s (%s)", wr_cli_jstr(addr, "addr"),
+                wr_cli_jbool(addr, "allow") ? "allowed" : "denied",
+                wr_cli_jstr(addr, "reason"));
   if (json_object_get(res, "resolve_error") != NULL)
-    printf("  does not resolve: %s\n", wr_cli_jstr(res, "resolve_error"));
+    wr_cli_line(stdout, "  does not resolve: %s",
+                wr_cli_jstr(res, "resolve_error"));
 }
 
 static int cmd_check(const struct wr_cli_ctx *ctx, int argc, char **argv) {
@@ -591,10 +594,11 @@ static char **log_row(struct log_view *v, const json_t *e) {
 
 static void print_fixed(const char *const *cells) {
   for (int i = 0; i < LOG_COLS; i++) {
+    _cleanup_free_ char *shown = wr_cli_quote(cells[i]);
     if (i + 1 == LOG_COLS)
-      printf("%s\n", cells[i]);
+      printf("%s\n", shown);
     else
-      printf("%-*s   ", log_widths[i], cells[i]);
+      printf("%-*s   ", log_widths[i], shown);
   }
   fflush(stdout);
 }
@@ -606,7 +610,7 @@ static int on_log_entry(json_t *e, void *arg, wr_error_t *err) {
 
   (void)err;
   if (v->json) {
-    json_dumpf(e, stdout, JSON_COMPACT);
+    json_dumpf(e, stdout, JSON_COMPACT | wr_cli_json_flags());
     fputc('\n', stdout);
     fflush(stdout);
     return 0;

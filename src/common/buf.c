@@ -153,6 +153,14 @@ size_t wr_strv_len(char *const *v) {
   return n;
 }
 
+size_t wr_strv_bytes(char *const *v) {
+  size_t n = 0;
+
+  for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+    n += strlen(v[i]) + 1;
+  return n;
+}
+
 void wr_strv_free(char **v) {
   if (v == NULL)
     return;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -151,6 +152,8 @@ size_t wr_ring_read(const wr_ring_t *r, uint64_t from, void *out, size_t max,
 /* ---- string vectors --------------------------------------------------- */
 
 size_t wr_strv_len(char *const *v);
+/* The bytes of the strings of v, each with its NUL (as exec carries them). */
+size_t wr_strv_bytes(char *const *v);
 void wr_strv_free(char **v);
 char **wr_strv_dup(char *const *v);
 /* Append a copy of s; v may be NULL. Returns the new vector. */
@@ -193,6 +196,19 @@ int64_t wr_now_ms(void);
 uint64_t wr_mono_ns(void);
 /* RFC 3339 UTC ("2026-11-30T02:50:41Z") into out (>= 32 bytes). */
 void wr_format_time(int64_t ms, char *out, size_t size);
+
+/* ---- text for terminals (text.c) --------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1-4, at most `left` bytes), or
+ * 0 when it is not one. */
+size_t wr_utf8_seq(const char *s, size_t left);
+/* The length of the next unit of s (a character, or one byte that is not
+ * UTF-8), and whether a terminal could obey it instead of showing it: C0
+ * controls (newline and tab included), DEL, C1 controls, bytes that are
+ * not UTF-8, and the bidi marks that reorder text. */
+size_t wr_text_unit(const char *s, size_t left, bool *unsafe);
+/* Whether every unit of s is safe to print as it is. */
+bool wr_text_is_safe(const char *s);
 
 /* ---- base64 ------------------------------------------------------------ */
 
@@ -241,6 +257,64 @@ int wr_open_parent_in_root(int rootfd, const char *path, char **name,
 /* Validate a path from a client: non-empty, no NUL (by construction), at
  * most PATH_MAX bytes, each component at most NAME_MAX. */
 int wr_path_check(const char *path, wr_error_t *err);
+
+/*
+ * Files in a root that someone else controls: a sandbox's root (its
+ * /etc/passwd, its trust store), or a host directory that a sandbox can
+ * change (a workspace, a repository inside one), read or written by the
+ * daemon or the CLI on their own behalf. What is there may be a FIFO whose
+ * open waits for ever, a socket, a device, a symlink, a directory, or a
+ * sparse file of a terabyte. So these helpers:
+ *
+ *  - resolve with openat2 in the root (RESOLVE_IN_ROOT, or RESOLVE_BENEATH
+ *    when leaving it is an error rather than impossible;
+ *    RESOLVE_NO_MAGICLINKS; RESOLVE_NO_SYMLINKS on request), never
+ *    following the final component;
+ *  - look before they open: the final component is reached O_PATH and
+ *    fstat'ed, and only a regular file (or a directory, when one is asked
+ *    for) is ever opened, O_NONBLOCK, through the daemon's /proc;
+ *  - bound what they read by the file's size first, then by what is read;
+ *  - write by renaming a new file over the name, so a FIFO or symlink that
+ *    stands there is replaced, never opened.
+ *
+ * No step waits on anything the root's owner controls, so each is bounded
+ * in time by the filesystem alone; they do block on it: run them on a
+ * worker thread (or in the CLI). Errors name the path, the root
+ * (`where`, e.g. "in the sandbox") and what the file is: "/etc/passwd in
+ * the sandbox is a fifo, not a regular file" (EINVAL; ENOTDIR when a
+ * directory was wanted; ELOOP for a symlink with WR_CONFINED_NO_SYMLINKS;
+ * EXDEV for a way out with WR_CONFINED_BENEATH; EFBIG when too large;
+ * EISDIR when a write finds a directory; the errno otherwise).
+ */
+enum {
+  WR_CONFINED_DIR = 1u << 0,         /* a directory, not a regular file */
+  WR_CONFINED_NO_SYMLINKS = 1u << 1, /* no symlink in any component */
+  WR_CONFINED_BENEATH = 1u << 2,     /* leaving rootfd is an error (EXDEV) */
+  WR_CONFINED_PATH = 1u << 3,        /* return the checked O_PATH fd */
+};
+/* "a fifo", "a regular file", "a directory", ... */
+const char *wr_file_kind(mode_t mode);
+/* Open the inode behind an O_PATH fd (through /proc/self/fd). */
+int wr_fd_reopen(int pathfd, int flags, wr_error_t *err);
+/* Open `path` in the root as described above: a regular file O_RDONLY |
+ * O_NONBLOCK, or with WR_CONFINED_DIR a directory O_RDONLY | O_DIRECTORY
+ * (with WR_CONFINED_PATH the O_PATH fd instead). st (may be NULL) gets its
+ * stat. */
+int wr_open_confined(int rootfd, const char *where, const char *path,
+                     unsigned flags, struct stat *st, wr_error_t *err);
+/* Read a regular file of at most max bytes (NUL-terminated; len may be
+ * NULL). */
+int wr_read_in_root(int rootfd, const char *where, const char *path, size_t max,
+                    char **out, size_t *len, wr_error_t *err);
+/* Write a file: a new one in the parent (resolved in the root), owned by
+ * owner:owner with mode, renamed over the name. */
+int wr_write_in_root(int rootfd, const char *where, const char *path,
+                     const void *data, size_t len, mode_t mode, uid_t owner,
+                     wr_error_t *err);
+/* wr_open_confined on a host path (absolute; `where` is "on the host"),
+ * for a directory a sandbox may have changed: a workspace, a repository. */
+int wr_open_host_confined(const char *path, unsigned flags, struct stat *st,
+                          wr_error_t *err);
 
 /* ---- JSON (jansson) --------------------------------------------------- */
 
@@ -292,5 +366,7 @@ char *wr_json_dumps(const json_t *j);
 
 /* Archives and in-root path helpers. */
 #include "common/tar.h"
+/* Git repositories recognised on disk (clone mode). */
+#include "common/gitrepo.h"
 
 #endif

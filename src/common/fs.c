@@ -381,6 +381,18 @@ int wr_path_check(const char *path, wr_error_t *err) {
   return 0;
 }
 
+/* openat2 says EAGAIN when a rename raced the lookup. A sandbox renaming
+ * in a loop must not hold a daemon thread for ever: give up after a while
+ * and let the client retry. */
+static int openat2_retry(int dirfd, const char *path, struct open_how *how) {
+  int fd, tries = 0;
+
+  do
+    fd = (int)syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+  while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 128);
+  return fd;
+}
+
 int wr_open_in_root(int rootfd, const char *path, int flags, mode_t mode,
                     wr_error_t *err) {
   struct open_how how = {
@@ -388,16 +400,11 @@ int wr_open_in_root(int rootfd, const char *path, int flags, mode_t mode,
       .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
   };
-  int fd, tries = 0;
+  int fd;
 
   if (wr_path_check(path, err) < 0)
     return -1;
-  /* openat2 says EAGAIN when a rename raced the lookup. A sandbox renaming
-   * in a loop must not hold a daemon thread for ever: give up after a
-   * while and let the client retry. */
-  do
-    fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-  while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 128);
+  fd = openat2_retry(rootfd, path, &how);
   if (fd < 0)
     return wr_error_set(err, errno, "`%s`", path);
   return fd;
@@ -432,4 +439,213 @@ int wr_open_parent_in_root(int rootfd, const char *path, char **name,
     return -1;
   *name = xstrdup(base);
   return fd;
+}
+
+/* ---- files in a root that someone else controls ------------------------ */
+
+const char *wr_file_kind(mode_t mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG:
+    return "a regular file";
+  case S_IFDIR:
+    return "a directory";
+  case S_IFLNK:
+    return "a symlink";
+  case S_IFIFO:
+    return "a fifo";
+  case S_IFSOCK:
+    return "a socket";
+  case S_IFCHR:
+    return "a character device";
+  case S_IFBLK:
+    return "a block device";
+  }
+  return "a file of unknown type";
+}
+
+int wr_fd_reopen(int pathfd, int flags, wr_error_t *err) {
+  char proc[64];
+  int fd;
+
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pathfd);
+  fd = open(proc, flags | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "reopen");
+  return fd;
+}
+
+/* The O_PATH fd of what `path` names, the final component not followed
+ * (a symlink there is the link itself), nothing opened yet. */
+static int open_path_confined(int rootfd, const char *where, const char *path,
+                              unsigned flags, wr_error_t *err) {
+  struct open_how how = {
+      .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+      .resolve =
+          RESOLVE_NO_MAGICLINKS |
+          ((flags & WR_CONFINED_BENEATH) ? RESOLVE_BENEATH : RESOLVE_IN_ROOT) |
+          ((flags & WR_CONFINED_NO_SYMLINKS) ? RESOLVE_NO_SYMLINKS : 0),
+  };
+  int fd;
+
+  if (wr_path_check(path, err) < 0)
+    return wr_error_wrap(err, "%s %s", path, where);
+  fd = openat2_retry(rootfd, path, &how);
+  if (fd >= 0)
+    return fd;
+  if (errno == ELOOP && (flags & WR_CONFINED_NO_SYMLINKS))
+    return wr_error_setx(err, ELOOP, "%s %s leads through a symlink", path,
+                         where);
+  if (errno == EXDEV && (flags & WR_CONFINED_BENEATH))
+    return wr_error_setx(err, EXDEV, "%s %s leads outside it", path, where);
+  return wr_error_set(err, errno, "%s %s", path, where);
+}
+
+int wr_open_confined(int rootfd, const char *where, const char *path,
+                     unsigned flags, struct stat *st, wr_error_t *err) {
+  mode_t want = (flags & WR_CONFINED_DIR) ? S_IFDIR : S_IFREG;
+  _cleanup_close_ int pfd = -1;
+  struct stat local;
+
+  st = st != NULL ? st : &local;
+  pfd = open_path_confined(rootfd, where, path, flags, err);
+  if (pfd < 0)
+    return -1;
+  if (fstat(pfd, st) < 0)
+    return wr_error_set(err, errno, "stat %s %s", path, where);
+  if ((st->st_mode & S_IFMT) != want)
+    return wr_error_setx(err, want == S_IFDIR ? ENOTDIR : EINVAL,
+                         "%s %s is %s, not %s", path, where,
+                         wr_file_kind(st->st_mode), wr_file_kind(want));
+  if (flags & WR_CONFINED_PATH)
+    return steal_fd(&pfd);
+  /* Only now is anything opened: the very inode just checked, through the
+   * daemon's own /proc, which no rename can change. */
+  return wr_fd_reopen(
+      pfd, want == S_IFDIR ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
+      err);
+}
+
+/* "4.0 MiB", for messages about sizes. */
+static char *size_text(uint64_t bytes) {
+  char buf[32];
+
+  wr_format_size(bytes, buf, sizeof(buf));
+  return xstrdup(buf);
+}
+
+/* A file that grew while it was read: from its start again, in chunks,
+ * never past the bound. */
+static int read_grown(int fd, const char *where, const char *path, size_t max,
+                      char **out, size_t *len, wr_error_t *err) {
+  _cleanup_free_ char *most = size_text(max);
+  wr_error_t rerr;
+
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return wr_error_set(err, errno, "read %s %s", path, where);
+  if (read_fd(fd, path, max, out, len, &rerr) == 0)
+    return 0;
+  if (rerr.code == EFBIG)
+    return wr_error_setx(err, EFBIG, "%s %s is more than the %s it may be",
+                         path, where, most);
+  return wr_error_set(err, rerr.code, "read %s %s", path, where);
+}
+
+int wr_read_in_root(int rootfd, const char *where, const char *path, size_t max,
+                    char **out, size_t *len, wr_error_t *err) {
+  _cleanup_close_ int fd = -1;
+  _cleanup_free_ char *data = NULL;
+  struct stat st;
+  ssize_t n;
+
+  fd = wr_open_confined(rootfd, where, path, 0, &st, err);
+  if (fd < 0)
+    return -1;
+  /* A sparse file of a terabyte costs the sandbox nothing: refuse it by
+   * its size, before reading, and read no more than the bound anyway (it
+   * may grow meanwhile). */
+  if ((uint64_t)st.st_size > max) {
+    _cleanup_free_ char *have = size_text((uint64_t)st.st_size);
+    _cleanup_free_ char *most = size_text(max);
+    return wr_error_setx(err, EFBIG, "%s %s is %s, more than the %s it may be",
+                         path, where, have, most);
+  }
+  data = xmalloc((size_t)st.st_size + 2);
+  n = wr_read_all(fd, data, (size_t)st.st_size + 1);
+  if (n < 0)
+    return wr_error_set(err, errno, "read %s %s", path, where);
+  if (n > st.st_size) /* it grew: read it again, within the bound */
+    return read_grown(fd, where, path, max, out, len, err);
+  data[n] = '\0';
+  if (len != NULL)
+    *len = (size_t)n;
+  *out = steal_ptr(&data);
+  return 0;
+}
+
+/* A new temporary file in dir (O_EXCL: never one someone else put
+ * there), with its name in *tmp. */
+static int create_tmp_at(int dir, char **tmp, wr_error_t *err) {
+  for (int i = 0; i < 8; i++) {
+    int fd;
+    free(*tmp);
+    *tmp = wr_random_id(".wr-tmp-", 12);
+    fd = openat(dir, *tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0600);
+    if (fd >= 0 || errno != EEXIST)
+      return fd >= 0 ? fd : wr_error_set(err, errno, "create a temporary file");
+  }
+  return wr_error_set(err, EEXIST, "create a temporary file");
+}
+
+/* Fill the temporary file and give it its owner and mode. */
+static int fill_tmp(int fd, const void *data, size_t len, mode_t mode,
+                    uid_t owner, wr_error_t *err) {
+  if (fchown(fd, owner, owner) < 0 || fchmod(fd, mode) < 0)
+    return wr_error_set(err, errno, "set owner and mode");
+  return wr_write_all(fd, data, len, err);
+}
+
+int wr_write_in_root(int rootfd, const char *where, const char *path,
+                     const void *data, size_t len, mode_t mode, uid_t owner,
+                     wr_error_t *err) {
+  _cleanup_free_ char *name = NULL, *tmp = NULL;
+  _cleanup_close_ int dir = -1, fd = -1;
+  struct stat st;
+  int r;
+
+  dir = wr_open_parent_in_root(rootfd, path, &name, err);
+  if (dir < 0)
+    return wr_error_wrap(err, "write %s %s", path, where);
+  /* Whatever stands there is replaced, never opened; only a directory,
+   * which a rename cannot replace, is in the way. */
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    return wr_error_setx(err, EISDIR, "%s %s is a directory, not a file", path,
+                         where);
+  fd = create_tmp_at(dir, &tmp, err);
+  if (fd < 0)
+    return wr_error_wrap(err, "write %s %s", path, where);
+  r = fill_tmp(fd, data, len, mode, owner, err);
+  if (r == 0 && close(steal_fd(&fd)) < 0)
+    r = wr_error_set(err, errno, "close");
+  if (r == 0 && renameat(dir, tmp, dir, name) < 0)
+    r = errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST
+            ? wr_error_setx(err, EISDIR, "%s %s is a directory, not a file",
+                            path, where)
+            : wr_error_set(err, errno, "rename into place");
+  if (r < 0) {
+    unlinkat(dir, tmp, 0);
+    return err != NULL && err->code == EISDIR
+               ? -1
+               : wr_error_wrap(err, "write %s %s", path, where);
+  }
+  return 0;
+}
+
+int wr_open_host_confined(const char *path, unsigned flags, struct stat *st,
+                          wr_error_t *err) {
+  _cleanup_close_ int host = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+  if (host < 0)
+    return wr_error_set(err, errno, "open `/`");
+  return wr_open_confined(host, "on the host", path, flags, st, err);
 }

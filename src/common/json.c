@@ -198,32 +198,6 @@ int wr_json_env(const json_t *obj, const char *what, char ***out,
   return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p) {
-  size_t n;
-  uint32_t cp;
-
-  if (p[0] < 0x80)
-    return 1;
-  if (p[0] >= 0xc2 && p[0] <= 0xdf)
-    n = 2, cp = p[0] & 0x1f;
-  else if (p[0] >= 0xe0 && p[0] <= 0xef)
-    n = 3, cp = p[0] & 0x0f;
-  else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-    n = 4, cp = p[0] & 0x07;
-  else
-    return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (p[i] & 0x3f);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-      (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-    return 0;
-  return n;
-}
-
 json_t *wr_json_string_lossy(const char *s) {
   json_t *j = json_string(s);
   wr_buf_t b;
@@ -231,15 +205,16 @@ json_t *wr_json_string_lossy(const char *s) {
   if (j != NULL)
     return j;
   wr_buf_init(&b);
-  for (const unsigned char *p = (const unsigned char *)s; *p != '\0';) {
-    size_t n = utf8_seq(p);
+  for (size_t left = strlen(s); left > 0;) {
+    size_t n = wr_utf8_seq(s, left);
     if (n == 0) {
       wr_buf_puts(&b, "\xef\xbf\xbd");
-      p++;
+      n = 1;
     } else {
-      wr_buf_append(&b, p, n);
-      p += n;
+      wr_buf_append(&b, s, n);
     }
+    s += n;
+    left -= n;
   }
   j = json_string(b.data ? b.data : "");
   wr_buf_free(&b);

@@ -9,6 +9,7 @@
  */
 #include "common/common.h"
 #include "common/tar.h"
+#include "common/tar_sparse.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -251,19 +252,23 @@ static uint64_t pad_of(uint64_t size) {
 
 /* ---- create: output --------------------------------------------------- */
 
+/* Where the archive goes; a measuring walk (wr_tar_measure) discards it. */
 struct out {
   int fd;
+  bool discard;
   wr_buf_t buf;
 };
 
 static int out_flush(struct out *o, wr_error_t *err) {
-  int r = wr_write_all(o->fd, o->buf.data, o->buf.len, err);
+  int r = o->discard ? 0 : wr_write_all(o->fd, o->buf.data, o->buf.len, err);
 
   wr_buf_reset(&o->buf);
   return r < 0 ? wr_error_wrap(err, "write archive") : 0;
 }
 
 static int out_put(struct out *o, const void *p, size_t n, wr_error_t *err) {
+  if (o->discard)
+    return 0;
   wr_buf_append(&o->buf, p, n);
   return o->buf.len >= CHUNK ? out_flush(o, err) : 0;
 }
@@ -284,8 +289,9 @@ struct meta {
   const char *link; /* symlink target or NULL */
   char type;
   uint32_t mode, uid, gid;
-  uint64_t size;
+  uint64_t size; /* bytes of data in the archive */
   int64_t mtime;
+  const struct wr_sparse *sparse; /* a file kept with its holes, or NULL */
 };
 
 static size_t decimal_digits(size_t v) {
@@ -324,39 +330,79 @@ static void fill_header(struct ustar *h, const struct meta *m) {
   set_checksum(h);
 }
 
-/* A pax 'x' header carrying the name and link target that do not fit. */
-static int emit_pax(struct out *o, const struct meta *m, wr_error_t *err) {
-  struct meta pm = {
-      .name = "././@PaxHeader", .type = 'x', .mode = 0644, .mtime = m->mtime};
+/*
+ * The pax records an entry needs: a name or link target that does not fit
+ * the ustar fields, and for a sparse file GNU's 1.0 records (the real name
+ * is GNU.sparse.name, so a reader that knows nothing of sparse files
+ * extracts the map and data under GNUSparseFile.0/ rather than a wrong
+ * file under the right name).
+ */
+static void pax_records(const struct meta *m, wr_buf_t *rec) {
+  char num[24];
+
+  if (m->sparse != NULL) {
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)m->sparse->realsize);
+    pax_record(rec, "GNU.sparse.major", "1");
+    pax_record(rec, "GNU.sparse.minor", "0");
+    pax_record(rec, "GNU.sparse.name", m->name);
+    pax_record(rec, "GNU.sparse.realsize", num);
+  } else if (strlen(m->name) > sizeof(((struct ustar *)0)->name)) {
+    pax_record(rec, "path", m->name);
+  }
+  if (m->link != NULL &&
+      strlen(m->link) > sizeof(((struct ustar *)0)->linkname))
+    pax_record(rec, "linkpath", m->link);
+}
+
+/* A pax 'x' header holding `rec`. */
+static int emit_pax(struct out *o, int64_t mtime, const wr_buf_t *rec,
+                    wr_error_t *err) {
+  struct meta pm = {.name = "././@PaxHeader",
+                    .type = 'x',
+                    .mode = 0644,
+                    .mtime = mtime,
+                    .size = rec->len};
   struct ustar h;
-  wr_buf_t rec;
   int r;
 
-  wr_buf_init(&rec);
-  if (strlen(m->name) > sizeof(h.name))
-    pax_record(&rec, "path", m->name);
-  if (m->link != NULL && strlen(m->link) > sizeof(h.linkname))
-    pax_record(&rec, "linkpath", m->link);
-  pm.size = rec.len;
   fill_header(&h, &pm);
   r = out_put(o, &h, sizeof(h), err);
   if (r == 0)
-    r = out_put(o, rec.data, rec.len, err);
+    r = out_put(o, rec->data, rec->len, err);
   if (r == 0)
-    r = out_zeros(o, pad_of(rec.len), err);
-  wr_buf_free(&rec);
+    r = out_zeros(o, pad_of(rec->len), err);
   return r;
 }
 
-static int emit_header(struct out *o, const struct meta *m, wr_error_t *err) {
-  struct ustar h;
+/* The ustar name of a sparse file, as GNU tar makes it: DIR/GNUSparseFile.0/
+ * BASE, or without DIR when that does not fit. */
+static char *sparse_header_name(const char *name) {
+  const char *slash = strrchr(name, '/');
+  size_t dirlen = slash != NULL ? (size_t)(slash - name) : 0;
+  const char *base = slash != NULL ? slash + 1 : name;
 
-  if (strlen(m->name) > sizeof(h.name) ||
-      (m->link != NULL && strlen(m->link) > sizeof(h.linkname))) {
-    if (emit_pax(o, m, err) < 0)
-      return -1;
-  }
-  fill_header(&h, m);
+  if (dirlen > 0 && dirlen + strlen(base) + 17 <= 100)
+    return xasprintf("%.*s/GNUSparseFile.0/%s", (int)dirlen, name, base);
+  return xasprintf("GNUSparseFile.0/%s", base);
+}
+
+static int emit_header(struct out *o, const struct meta *m, wr_error_t *err) {
+  _cleanup_free_ char *sparse_name = NULL;
+  struct meta hm = *m;
+  struct ustar h;
+  wr_buf_t rec;
+  int r = 0;
+
+  wr_buf_init(&rec);
+  pax_records(m, &rec);
+  if (rec.len > 0)
+    r = emit_pax(o, m->mtime, &rec, err);
+  wr_buf_free(&rec);
+  if (r < 0)
+    return -1;
+  if (m->sparse != NULL)
+    hm.name = sparse_name = sparse_header_name(m->name);
+  fill_header(&h, &hm);
   return out_put(o, &h, sizeof(h), err);
 }
 
@@ -379,6 +425,7 @@ struct walk {
   size_t depth, cap;
   dev_t dev; /* the archived tree's filesystem */
   size_t names_held;
+  struct wr_tar_stats stats; /* what went into the archive */
 };
 
 static uint32_t id_out(const struct wr_tar_ctx *c, uint32_t host) {
@@ -442,16 +489,21 @@ static int open_regular(int dir, const char *name, struct stat *st, bool *skip,
   return fd;
 }
 
-/* Copy exactly `size` bytes: a file that shrank while being read is
- * padded with zeros, one that grew is cut, so the archive stays valid. */
-static int copy_in(struct out *o, int fd, uint64_t size, wr_error_t *err) {
-  uint64_t left = size;
+/* Copy exactly `len` bytes from offset `off`: a file that shrank while
+ * being read is padded with zeros, one that grew is cut, so the archive
+ * stays valid. */
+static int copy_range(struct out *o, int fd, uint64_t off, uint64_t len,
+                      wr_error_t *err) {
+  uint64_t left = len;
 
+  if (o->discard)
+    return 0;
   while (left > 0) {
     ssize_t n;
 
     wr_buf_reserve(&o->buf, CHUNK);
-    n = read(fd, o->buf.data + o->buf.len, (size_t)WR_MIN(left, CHUNK));
+    n = pread(fd, o->buf.data + o->buf.len, (size_t)WR_MIN(left, CHUNK),
+              (off_t)off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
@@ -461,31 +513,65 @@ static int copy_in(struct out *o, int fd, uint64_t size, wr_error_t *err) {
     o->buf.len += (size_t)n;
     o->buf.data[o->buf.len] = '\0';
     left -= (uint64_t)n;
+    off += (uint64_t)n;
     if (o->buf.len >= CHUNK && out_flush(o, err) < 0)
       return -1;
   }
-  if (out_zeros(o, left, err) < 0)
-    return -1;
-  return out_zeros(o, pad_of(size), err);
+  return out_zeros(o, left, err);
+}
+
+/* A file with holes, in GNU's PAX 1.0 form: the map, then only the data
+ * segments, so holes cost nothing in the archive. */
+static int emit_sparse(struct out *o, int fd, struct meta *m,
+                       const struct wr_sparse *sp, wr_error_t *err) {
+  wr_buf_t map;
+  int r;
+
+  wr_buf_init(&map);
+  wr_sparse_map_text(sp, &map);
+  m->sparse = sp;
+  m->size = map.len + sp->data;
+  r = emit_header(o, m, err);
+  if (r == 0)
+    r = out_put(o, map.data, map.len, err);
+  wr_buf_free(&map);
+  for (size_t i = 0; r == 0 && i < sp->n; i++)
+    r = copy_range(o, fd, sp->v[i].off, sp->v[i].len, err);
+  if (r == 0)
+    r = out_zeros(o, pad_of(m->size), err);
+  return r;
 }
 
 static int emit_file(struct walk *wk, int dir, const char *name,
                      wr_error_t *err) {
   _cleanup_close_ int fd = -1;
+  struct wr_sparse sp;
   struct stat st;
   struct meta m;
   bool skip;
+  int r;
 
   fd = open_regular(dir, name, &st, &skip, err);
   if (fd < 0)
     return skip ? 0 : -1;
   m = meta_of(wk, &st, '0');
-  m.size = (uint64_t)st.st_size;
-  if (emit_header(&wk->out, &m, err) < 0)
-    return -1;
-  if (copy_in(&wk->out, fd, m.size, err) < 0)
+  if (wr_sparse_scan(fd, (uint64_t)st.st_size, &sp, err) < 0)
     return wr_error_wrap(err, "`%s`", wk->rel.data);
-  return 0;
+  if (sp.data < sp.realsize) {
+    r = emit_sparse(&wk->out, fd, &m, &sp, err);
+    wk->stats.bytes += sp.data;
+  } else {
+    m.size = (uint64_t)st.st_size;
+    r = emit_header(&wk->out, &m, err);
+    if (r == 0)
+      r = copy_range(&wk->out, fd, 0, m.size, err);
+    if (r == 0)
+      r = out_zeros(&wk->out, pad_of(m.size), err);
+    wk->stats.bytes += m.size;
+  }
+  wk->stats.files++;
+  wr_sparse_free(&sp);
+  return r < 0 ? wr_error_wrap(err, "`%s`", wk->rel.data) : 0;
 }
 
 static int emit_symlink(struct walk *wk, int dir, const char *name,
@@ -501,6 +587,7 @@ static int emit_symlink(struct walk *wk, int dir, const char *name,
   target[n] = '\0';
   m = meta_of(wk, st, '2');
   m.link = target;
+  wk->stats.links++;
   return emit_header(&wk->out, &m, err);
 }
 
@@ -514,6 +601,7 @@ static int emit_dir(struct walk *wk, int dir, const char *name,
 
   wr_buf_puts(&wk->rel, "/");
   m = meta_of(wk, st, '5');
+  wk->stats.dirs++;
   if (emit_header(&wk->out, &m, err) < 0)
     return -1;
   if (st->st_dev != wk->dev)
@@ -547,6 +635,7 @@ static int emit_child(struct walk *wk, int dir, const char *name, int *child,
     return emit_symlink(wk, dir, name, &st, err);
   case S_IFIFO: {
     struct meta m = meta_of(wk, &st, '6');
+    wk->stats.files++;
     return emit_header(&wk->out, &m, err);
   }
   case S_IFDIR:
@@ -684,7 +773,9 @@ static int create_contents(struct walk *wk, const char *norm, wr_error_t *err) {
   return walk(wk, fd, err);
 }
 
-static int create_entry(struct walk *wk, const char *norm, wr_error_t *err) {
+/* The entry `norm` itself (not followed), under the archive name `name`. */
+static int create_entry(struct walk *wk, const char *norm, const char *as,
+                        wr_error_t *err) {
   _cleanup_free_ char *name = NULL;
   _cleanup_close_ int dir = -1;
   struct stat st;
@@ -699,28 +790,38 @@ static int create_entry(struct walk *wk, const char *norm, wr_error_t *err) {
       !S_ISFIFO(st.st_mode))
     return wr_error_set(err, EINVAL, "`%s` is a device node or socket", norm);
   wk->dev = st.st_dev;
-  rel_set(wk, 0, name);
+  rel_set(wk, 0, as != NULL ? as : name);
   if (emit_child(wk, dir, name, &child, err) < 0)
     return -1;
   return child < 0 ? 0 : walk(wk, child, err);
 }
 
-int wr_tar_create(const struct wr_tar_ctx *c, const char *path,
-                  bool contents_only, int outfd, wr_error_t *err) {
+/* What the three public entry points share: `as` renames the top entry;
+ * with discard nothing is read or written, only counted. */
+struct create_req {
+  const char *path;
+  bool contents_only;
+  const char *as;
+  int outfd;
+  bool discard;
+};
+
+static int create(const struct wr_tar_ctx *c, const struct create_req *q,
+                  struct wr_tar_stats *stats, wr_error_t *err) {
   _cleanup_free_ char *norm = NULL;
-  struct walk wk = {.c = c, .out = {.fd = outfd}};
+  struct walk wk = {.c = c, .out = {.fd = q->outfd, .discard = q->discard}};
   int r;
 
-  if (wr_path_check(path, err) < 0)
+  if (wr_path_check(q->path, err) < 0)
     return wr_error_wrap(err, "archive");
-  norm = wr_path_normalize(path);
+  norm = wr_path_normalize(q->path);
   wr_buf_init(&wk.out.buf);
   wr_buf_init(&wk.rel);
   wr_buf_puts(&wk.rel, "");
-  if (contents_only || strcmp(norm, "/") == 0)
+  if (q->as == NULL && (q->contents_only || strcmp(norm, "/") == 0))
     r = create_contents(&wk, norm, err);
   else
-    r = create_entry(&wk, norm, err);
+    r = create_entry(&wk, norm, q->as, err);
   if (r == 0)
     r = out_zeros(&wk.out, 2 * BLOCK, err);
   if (r == 0)
@@ -730,7 +831,38 @@ int wr_tar_create(const struct wr_tar_ctx *c, const char *path,
   free(wk.stack);
   wr_buf_free(&wk.rel);
   wr_buf_free(&wk.out.buf);
-  return r < 0 ? wr_error_wrap(err, "archive `%s`", path) : 0;
+  if (stats != NULL)
+    *stats = wk.stats;
+  return r < 0 ? wr_error_wrap(err, "archive `%s`", q->path) : 0;
+}
+
+int wr_tar_create(const struct wr_tar_ctx *c, const char *path,
+                  bool contents_only, int outfd, wr_error_t *err) {
+  struct create_req q = {
+      .path = path, .contents_only = contents_only, .outfd = outfd};
+
+  return create(c, &q, NULL, err);
+}
+
+int wr_tar_create_as(const struct wr_tar_ctx *c, const char *path,
+                     const char *name, int outfd, wr_error_t *err) {
+  struct create_req q = {.path = path, .as = name, .outfd = outfd};
+
+  if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 ||
+      strcmp(name, "..") == 0)
+    return wr_error_setx(err, EINVAL, "`%s` is not a file name", name);
+  return create(c, &q, NULL, err);
+}
+
+int wr_tar_measure(const struct wr_tar_ctx *c, const char *path,
+                   bool contents_only, struct wr_tar_stats *stats,
+                   wr_error_t *err) {
+  struct create_req q = {.path = path,
+                         .contents_only = contents_only,
+                         .outfd = -1,
+                         .discard = true};
+
+  return create(c, &q, stats, err);
 }
 
 /* ---- extract: input --------------------------------------------------- */
@@ -798,6 +930,10 @@ struct pending {
   bool has_size, has_uid, has_gid, has_mtime;
   uint64_t size, uid, gid;
   int64_t mtime;
+  /* GNU sparse 1.0: the real name and size; the map is in the data */
+  char *sparse_name;
+  bool has_major, has_minor, has_realsize;
+  uint64_t major, minor, realsize;
 };
 
 /* One entry, from its header and what came before it. */
@@ -808,6 +944,9 @@ struct entry {
   uint32_t mode;
   uint64_t uid, gid, size;
   int64_t mtime;
+  bool sparse;          /* a regular file with holes, described by map */
+  bool map_in_data;     /* PAX 1.0: the map starts the entry's data */
+  struct wr_sparse map; /* realsize is the file's size */
 };
 
 /* A directory whose mode and mtime are set once the archive is done, so
@@ -834,12 +973,14 @@ struct extract {
 static void pending_clear(struct pending *p) {
   free(p->path);
   free(p->linkpath);
+  free(p->sparse_name);
   memset(p, 0, sizeof(*p));
 }
 
 static void entry_free(struct entry *e) {
   free(e->name);
   free(e->link);
+  wr_sparse_free(&e->map);
 }
 
 /* Decimal digits only, at least one, no overflow. */
@@ -888,6 +1029,33 @@ static int set_num(bool *has, uint64_t *dst, const char *val, size_t n,
   return 0;
 }
 
+/*
+ * GNU's sparse records. Format 1.0 (major, minor, name, realsize) is read;
+ * the keys only formats 0.0 and 0.1 use are refused rather than ignored,
+ * since ignoring them would write the file wrong.
+ */
+static int pax_sparse(struct pending *p, const char *key, size_t klen,
+                      const char *val, size_t vlen, wr_error_t *err) {
+#define KEY_IS(k) (klen == strlen(k) && memcmp(key, k, klen) == 0)
+  if (KEY_IS("major"))
+    return set_num(&p->has_major, &p->major, val, vlen, err);
+  if (KEY_IS("minor"))
+    return set_num(&p->has_minor, &p->minor, val, vlen, err);
+  if (KEY_IS("name"))
+    return set_text(&p->sparse_name, val, vlen, err);
+  if (KEY_IS("realsize"))
+    return set_num(&p->has_realsize, &p->realsize, val, vlen, err);
+  if (KEY_IS("size") || KEY_IS("numblocks") || KEY_IS("offset") ||
+      KEY_IS("numbytes") || KEY_IS("map"))
+    return wr_error_set(err, 0,
+                        "GNU sparse format 0.x (GNU.sparse.%.*s) is not "
+                        "supported: make the archive with GNU tar's default "
+                        "--sparse-version=1.0, or --format=gnu",
+                        (int)klen, key);
+  return 0;
+#undef KEY_IS
+}
+
 /* Apply one pax record; keys other than these are ignored, as POSIX says
  * readers may. An empty value removes the override. */
 static int pax_apply(struct pending *p, const char *key, size_t klen,
@@ -908,6 +1076,8 @@ static int pax_apply(struct pending *p, const char *key, size_t klen,
     if (vlen > 0 && parse_time(val, vlen, &p->mtime) < 0)
       return wr_error_set(err, 0, "malformed pax mtime");
   }
+  if (klen > 11 && memcmp(key, "GNU.sparse.", 11) == 0)
+    return pax_sparse(p, key + 11, klen - 11, val, vlen, err);
   return 0;
 #undef KEY_IS
 }
@@ -1005,8 +1175,34 @@ static int parse_entry(const struct ustar *h, struct entry *e,
   return 0;
 }
 
+/* GNU sparse 1.0 records: the entry is a sparse file whose map starts its
+ * data, with its real name and size. */
+static int take_sparse(struct pending *p, struct entry *e, wr_error_t *err) {
+  if (!p->has_major && !p->has_minor && p->sparse_name == NULL &&
+      !p->has_realsize)
+    return 0;
+  if (!p->has_major || !p->has_minor)
+    return wr_error_set(err, 0, "GNU sparse records without a version");
+  if (p->major != 1 || p->minor != 0)
+    return wr_error_set(err, 0, "GNU sparse format %llu.%llu is not supported",
+                        (unsigned long long)p->major,
+                        (unsigned long long)p->minor);
+  if (!p->has_realsize)
+    return wr_error_set(err, 0, "GNU sparse records without a realsize");
+  if (e->sparse)
+    return wr_error_set(err, 0, "an entry with two sparse maps");
+  if (p->sparse_name != NULL) {
+    free(e->name);
+    e->name = steal_ptr(&p->sparse_name);
+  }
+  e->sparse = true;
+  e->map_in_data = true;
+  e->map.realsize = p->realsize;
+  return 0;
+}
+
 /* Fold the pending pax/GNU overrides into a real entry. */
-static void take_pending(struct pending *p, struct entry *e) {
+static int take_pending(struct pending *p, struct entry *e, wr_error_t *err) {
   if (p->path != NULL) {
     free(e->name);
     e->name = steal_ptr(&p->path);
@@ -1023,11 +1219,104 @@ static void take_pending(struct pending *p, struct entry *e) {
     e->gid = p->gid;
   if (p->has_mtime)
     e->mtime = p->mtime;
+  if (take_sparse(p, e, err) < 0)
+    return -1;
   pending_clear(p);
   if (e->type == '\0' || e->type == '7')
     e->type = '0';
   if (e->type == '0' && wr_str_has_suffix(e->name, "/"))
     e->type = '5';
+  if (e->sparse && e->type != '0')
+    return wr_error_set(err, 0, "a sparse map on an entry that is not a file");
+  return 0;
+}
+
+/* ---- extract: sparse maps --------------------------------------------- */
+
+/* GNU's old sparse header ('S'): entries of 12-byte offset and length
+ * fields, four in the header, 21 in each extension block. */
+#define OLDGNU_SP 386
+#define OLDGNU_EXTENDED 482
+#define OLDGNU_REALSIZE 483
+#define EXT_ENTRIES 21
+#define EXT_EXTENDED 504
+
+/* Entries up to the first with an empty length, as GNU tar reads them. */
+static int add_oldgnu(struct wr_sparse *sp, const char *ents, size_t count,
+                      wr_error_t *err) {
+  for (size_t i = 0; i < count; i++) {
+    const char *ent = ents + 24 * i;
+    uint64_t off, len;
+
+    if (ent[12] == '\0')
+      return 0;
+    if (parse_num(ent, 12, &off) < 0 || parse_num(ent + 12, 12, &len) < 0)
+      return wr_error_set(err, 0, "malformed sparse map entry");
+    if (wr_sparse_add(sp, off, len, err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The map of an 'S' entry: its header, then any extension blocks, which
+ * come before the data and are not counted in its size. */
+static int read_oldgnu_map(struct extract *x, const struct ustar *h,
+                           struct entry *e, wr_error_t *err) {
+  const char *raw = (const char *)h;
+  bool more = raw[OLDGNU_EXTENDED] != 0;
+  char ext[BLOCK];
+
+  if (parse_num(raw + OLDGNU_REALSIZE, 12, &e->map.realsize) < 0)
+    return wr_error_set(err, 0, "malformed sparse header");
+  if (add_oldgnu(&e->map, raw + OLDGNU_SP, 4, err) < 0)
+    return -1;
+  for (size_t blocks = 0; more; blocks++) {
+    if (blocks > WR_SPARSE_MAX / EXT_ENTRIES)
+      return wr_error_set(err, 0, "too many sparse extension headers");
+    if (rd_take(x->r, ext, BLOCK, err) < 0)
+      return -1;
+    if (add_oldgnu(&e->map, ext, EXT_ENTRIES, err) < 0)
+      return -1;
+    more = ext[EXT_EXTENDED] != 0;
+  }
+  e->sparse = true;
+  e->type = '0';
+  return 0;
+}
+
+/* The PAX 1.0 map at the start of the data, whole blocks of it. */
+static int read_map_text(struct extract *x, struct entry *e, wr_error_t *err) {
+  struct wr_sparse_parser p = {0};
+  char blk[BLOCK];
+
+  for (;;) {
+    int r;
+
+    if (x->left < BLOCK)
+      return wr_error_set(err, 0, "sparse map runs past the entry's data");
+    if (rd_take(x->r, blk, BLOCK, err) < 0)
+      return -1;
+    x->left -= BLOCK;
+    r = wr_sparse_parse(&p, &e->map, blk, BLOCK, err);
+    if (r != 0)
+      return r < 0 ? -1 : 0;
+  }
+}
+
+/* Everything the header and the records before it say about an entry,
+ * its sparse map included, read and checked before anything is made. */
+static int start_entry(struct extract *x, const struct ustar *h,
+                       struct entry *e, wr_error_t *err) {
+  if (e->type == 'S' && read_oldgnu_map(x, h, e, err) < 0)
+    return -1;
+  if (take_pending(&x->next, e, err) < 0)
+    return -1;
+  x->left = e->size;
+  if (!e->sparse)
+    return 0;
+  if (e->map_in_data && read_map_text(x, e, err) < 0)
+    return -1;
+  return wr_sparse_check(&e->map, x->left, err);
 }
 
 /*
@@ -1101,7 +1390,7 @@ static int clear_slot(int dir, const char *name, wr_error_t *err) {
   return wr_error_set(err, errno, "replace directory `%s`", name);
 }
 
-enum make_kind { MAKE_FILE, MAKE_SYMLINK, MAKE_LINK, MAKE_FIFO };
+enum make_kind { MAKE_SYMLINK, MAKE_LINK, MAKE_FIFO };
 
 struct make {
   enum make_kind kind;
@@ -1110,13 +1399,9 @@ struct make {
   const char *tname;
 };
 
-/* Create the entry once: an fd for files, an O_PATH fd for FIFOs, 0 for
- * links. */
+/* Create the entry once: an O_PATH fd for FIFOs, 0 for links. */
 static int make_once(int dir, const char *name, const struct make *m) {
   switch (m->kind) {
-  case MAKE_FILE:
-    return openat(dir, name,
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   case MAKE_SYMLINK:
     return symlinkat(m->target, dir, name);
   case MAKE_LINK:
@@ -1169,9 +1454,9 @@ static int set_attrs(struct extract *x, int fd, const struct entry *e,
   return set_mode_time(fd, e->mode, e->mtime, err);
 }
 
-/* Stream the entry's data into fd, chunk by chunk. */
-static int copy_out(struct extract *x, int fd, wr_error_t *err) {
-  while (x->left > 0) {
+/* Stream n bytes of the entry's data into fd, chunk by chunk. */
+static int copy_out(struct extract *x, int fd, uint64_t n, wr_error_t *err) {
+  while (n > 0) {
     ssize_t avail = rd_fill(x->r);
     size_t k;
 
@@ -1179,30 +1464,105 @@ static int copy_out(struct extract *x, int fd, wr_error_t *err) {
       return wr_error_set(err, errno, "read archive");
     if (avail == 0)
       return wr_error_set(err, 0, "archive is truncated");
-    k = (size_t)WR_MIN(x->left, (uint64_t)avail);
+    k = (size_t)WR_MIN(n, (uint64_t)avail);
     if (wr_write_all(fd, x->r->buf + x->r->pos, k, err) < 0)
       return -1;
     x->r->pos += k;
     x->left -= k;
+    n -= k;
     x->stats.bytes += k;
   }
   return 0;
 }
 
+/* Each segment at its offset, then the size: the holes are never written. */
+static int write_sparse(struct extract *x, int fd, const struct wr_sparse *sp,
+                        wr_error_t *err) {
+  for (size_t i = 0; i < sp->n; i++) {
+    if (lseek(fd, (off_t)sp->v[i].off, SEEK_SET) < 0)
+      return wr_error_set(err, errno, "seek to %llu",
+                          (unsigned long long)sp->v[i].off);
+    if (copy_out(x, fd, sp->v[i].len, err) < 0)
+      return -1;
+  }
+  if (ftruncate(fd, (off_t)sp->realsize) < 0)
+    return wr_error_set(err, errno, "set the size to %llu",
+                        (unsigned long long)sp->realsize);
+  return 0;
+}
+
+/* The byte budget, checked before an entry's first byte is written. */
+static int check_budget(const struct extract *x, uint64_t data,
+                        wr_error_t *err) {
+  uint64_t max = x->c->max_bytes;
+
+  if (max == 0 || (x->stats.bytes <= max && data <= max - x->stats.bytes))
+    return 0;
+  return wr_error_setx(err, EDQUOT,
+                       "more than %llu bytes of file data (the limit)",
+                       (unsigned long long)max);
+}
+
+/* A new file under a random name in dir, for writing. */
+static int make_temp(int dir, char **tmp, wr_error_t *err) {
+  for (int tries = 0; tries < 8; tries++) {
+    int fd;
+
+    *tmp = wr_random_id(".warren-tar-", 12);
+    fd = openat(dir, *tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0600);
+    if (fd >= 0)
+      return fd;
+    free(*tmp);
+    *tmp = NULL;
+    if (errno != EEXIST)
+      return wr_error_set(err, errno, "create a file");
+  }
+  return wr_error_set(err, EEXIST, "create a file");
+}
+
+/* Rename the finished file over whatever is at name (a file or a symlink is
+ * replaced, not followed; an empty directory is removed first). */
+static int place_temp(int dir, const char *tmp, const char *name,
+                      wr_error_t *err) {
+  if (renameat(dir, tmp, dir, name) == 0)
+    return 0;
+  if (errno != EISDIR && errno != ENOTEMPTY && errno != EEXIST)
+    return wr_error_set(err, errno, "rename into place");
+  if (clear_slot(dir, name, err) < 0)
+    return -1;
+  if (renameat(dir, tmp, dir, name) < 0)
+    return wr_error_set(err, errno, "rename into place");
+  return 0;
+}
+
+static int fill_file(struct extract *x, int fd, const struct entry *e,
+                     wr_error_t *err) {
+  int r = e->sparse ? write_sparse(x, fd, &e->map, err)
+                    : copy_out(x, fd, x->left, err);
+
+  return r < 0 ? -1 : set_attrs(x, fd, e, err);
+}
+
 static int extract_file(struct extract *x, const struct entry *e,
                         const char *full, wr_error_t *err) {
-  struct make m = {.kind = MAKE_FILE};
-  _cleanup_free_ char *name = NULL;
+  _cleanup_free_ char *name = NULL, *tmp = NULL;
   _cleanup_close_ int dir = -1, fd = -1;
 
+  if (check_budget(x, e->sparse ? e->map.data : x->left, err) < 0)
+    return -1;
   dir = open_parent(x, full, &name, err);
   if (dir < 0)
     return -1;
-  fd = make_replacing(dir, name, &m, err);
-  if (fd < 0 || copy_out(x, fd, err) < 0)
+  fd = make_temp(dir, &tmp, err);
+  if (fd < 0)
     return -1;
+  if (fill_file(x, fd, e, err) < 0 || place_temp(dir, tmp, name, err) < 0) {
+    unlinkat(dir, tmp, 0);
+    return -1;
+  }
   x->stats.files++;
-  return set_attrs(x, fd, e, err);
+  return 0;
 }
 
 static int extract_fifo(struct extract *x, const struct entry *e,
@@ -1406,9 +1766,11 @@ static int handle_header(struct extract *x, const struct ustar *h,
     r = rd_take(x->r, NULL, e.size + pad_of(e.size), err);
     break;
   default:
-    take_pending(&x->next, &e);
-    x->left = e.size;
-    r = extract_entry(x, &e, err);
+    r = start_entry(x, h, &e, err);
+    if (r < 0)
+      wr_error_wrap(err, "entry `%s`", e.name);
+    else
+      r = extract_entry(x, &e, err);
     if (r == 0) /* what a file did not take, and other types' data */
       r = rd_take(x->r, NULL, x->left + pad_of(e.size), err);
     break;

@@ -78,6 +78,12 @@ void wr_reply_err(wr_http_req_t *req, const wr_error_t *err) {
   case EBUSY:
     wr_http_reply_error(req, 409, "busy", "%s", err->msg);
     break;
+  case ESTALE: /* a workspace that is not the directory recorded */
+    wr_http_reply_error(req, 409, "conflict", "%s", err->msg);
+    break;
+  case E2BIG:
+    wr_http_reply_error(req, 400, "too_large", "%s", err->msg);
+    break;
   case 0:
   case EINVAL:
   case ENAMETOOLONG:

@@ -82,7 +82,8 @@ const struct wr_http_route *wr_daemon_routes(size_t *n);
 /* ---- shared by the handler files ---------------------------------------- */
 
 /* Reply with an error derived from err->code (ENOENT -> 404 not_found,
- * EEXIST -> 409 conflict, EINVAL -> 400 bad_request, EBUSY -> 409 busy,
+ * EEXIST -> 409 conflict, EINVAL -> 400 bad_request, E2BIG -> 400
+ * too_large (a limit, which the message names), EBUSY -> 409 busy,
  * others -> 500 internal). */
 void wr_reply_err(wr_http_req_t *req, const wr_error_t *err);
 

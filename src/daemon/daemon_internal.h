@@ -45,11 +45,13 @@ struct wr_sandbox_spec {
   /* The agent kit (NULL: none given) and the workspace: a host directory
    * mounted at /workspace ("direct") or read-only at /origin with a clone
    * of it at /workspace ("clone"); NULL without one. ws_uid/ws_gid own
-   * ws_path on the host: root inside writes as them there. */
+   * ws_path on the host: root inside writes as them there; ws_id is the
+   * directory as it was at create, checked at every mount. */
   char *agent;
   char *ws_mode;
   char *ws_path;
   uint32_t ws_uid, ws_gid;
+  struct wr_ws_identity ws_id;
 };
 
 enum wr_sandbox_state {
@@ -118,8 +120,17 @@ int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
  * work; this opens the namespace). */
 int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
                       wr_error_t *err);
-/* The merged root for the files API (cached). */
-int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err);
+/*
+ * The merged root, for a handler that needs it (files API, exec's user
+ * lookup): true with *fd (borrowed; see retire_rootfd in sandbox.c) when
+ * it is open. Otherwise the handler returns at once, without answering:
+ * the request has been answered (the sandbox is being created or
+ * removed), or a job opens the root on the threadpool (mounting it after
+ * a reboot, which blocks) and then either answers with what went wrong or
+ * calls again(req, daemon), the handler itself, which finds the root open.
+ */
+bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
+                           wr_http_handler_fn again, int *fd);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,
@@ -159,6 +170,19 @@ int wr_initconn_request(struct wr_initconn *c, wr_buf_t *msg, const int *fds,
 void wr_initconn_cancel(struct wr_initconn *c, void *arg);
 
 /* ---- processes (exec.c, procs.c) ---------------------------------------- */
+
+/*
+ * What an exec carries to warren-init is one datagram: the strings of its
+ * command, environment, working directory and tag take at most
+ * WR_INIT_SPAWN_STR_MAX bytes. So that every exec keeps room for its
+ * command, a sandbox's own environment may take at most WR_SANDBOX_ENV_MAX
+ * bytes in WR_SANDBOX_ENV_VARS variables (checked at create) and the
+ * secrets' placeholders WR_SECRET_ENV_MAX (checked when a secret is set);
+ * each exec is checked against the whole when it comes in.
+ */
+#define WR_SANDBOX_ENV_MAX (32u << 10)
+#define WR_SANDBOX_ENV_VARS 1024
+#define WR_SECRET_ENV_MAX (8u << 10)
 
 /* The largest frame a client may send (api.h has the protocol). */
 #define WR_FRAME_MAX_IN (1u << 20)
@@ -489,6 +513,29 @@ char **wr_kit_names(char *const *dirs);
 
 void wr_api_kit_list(wr_http_req_t *req, void *ctx); /* GET /v1/kits */
 void wr_api_kit_get(wr_http_req_t *req, void *ctx);  /* GET /v1/kits/{name} */
+
+/* ---- workspaces at create (workspaces.c) --------------------------------- */
+
+/* A workspace a client asks for, and what checking it found. */
+struct wr_ws_check {
+  const char *path, *mode; /* as asked (borrowed); mode "direct"/"clone" */
+  const char *state_root;  /* the daemon's --root (borrowed) */
+  char *real;              /* the canonical path (owned) */
+  uint32_t uid, gid;       /* its owner */
+  struct wr_ws_identity id;
+};
+
+/* The fields of a create request's "workspace" object, checked without
+ * touching the disk (loop thread): c->path and c->mode. */
+int wr_ws_check_request(json_t *ws, struct wr_ws_check *c, wr_error_t *err);
+/* Everything else, on a worker thread (it reads a directory the client
+ * names, which may be inside another sandbox's workspace): a directory,
+ * not the host's machinery or warren's state, not root's, and in clone
+ * mode a git repository with a commit (src/common/gitrepo.c), the same
+ * refusals whichever client asks; fills real, uid, gid and id. Errors
+ * are EINVAL, with a message for the client. */
+int wr_ws_check_host(struct wr_ws_check *c, wr_error_t *err);
+void wr_ws_check_clear(struct wr_ws_check *c);
 
 /* ---- workspace diff (diff_api.c) ----------------------------------------- */
 

@@ -5,7 +5,11 @@
  *
  * The walk blocks on the filesystem, so it runs as a threadpool job on
  * copies of the paths it needs. The workspace is a host directory, so the
- * diff works whether the sandbox runs, is paused or is stopped.
+ * diff works whether the sandbox runs, is paused or is stopped; it is
+ * reached as the mount reaches it (wr_workspace_open: no symlink on the
+ * way, the very directory recorded at create), so a neighbour that
+ * re-aimed its path gets the diff refused, not a listing of where it
+ * points.
  */
 #include "daemon/daemon_internal.h"
 
@@ -17,6 +21,8 @@ struct diff_job {
   wr_http_req_t *req;
   char *name;
   char *ws_path;
+  uint32_t ws_uid, ws_gid;
+  struct wr_ws_identity ws_id;
   char *manifest;
   size_t limit;
   json_t *result;
@@ -33,8 +39,14 @@ static void diff_job_free(struct diff_job *j) {
 
 static void diff_work(struct wr_job *job) {
   struct diff_job *j = job->arg;
+  struct wr_rt_spec spec = {.ws_path = j->ws_path,
+                            .ws_uid = j->ws_uid,
+                            .ws_gid = j->ws_gid,
+                            .ws_id = j->ws_id};
+  _cleanup_close_ int ws = wr_workspace_open(&spec, false, &job->err);
 
-  j->result = wr_manifest_diff(j->ws_path, j->manifest, j->limit, &job->err);
+  j->result =
+      ws < 0 ? NULL : wr_manifest_diff(ws, j->manifest, j->limit, &job->err);
   job->result = j->result != NULL ? 0 : -1;
   j->no_manifest = j->result == NULL && job->err.code == ENOENT &&
                    access(j->manifest, F_OK) < 0 && errno == ENOENT;
@@ -93,6 +105,9 @@ void wr_api_sandbox_diff(wr_http_req_t *req, void *ctx) {
   j->req = req;
   j->name = xstrdup(sb->name);
   j->ws_path = xstrdup(sb->spec.ws_path);
+  j->ws_uid = sb->spec.ws_uid;
+  j->ws_gid = sb->spec.ws_gid;
+  j->ws_id = sb->spec.ws_id;
   j->manifest = xasprintf("%s/%s", dir, WR_WS_MANIFEST);
   j->limit = (size_t)limit;
   j->job.fn = diff_work;

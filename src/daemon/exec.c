@@ -27,12 +27,18 @@ struct exec_req {
   bool upgrade;
 };
 
-/* What a spawn needs until init replies. */
+/* What a spawn needs until init replies. From the request until the
+ * user is resolved, x borrows its strings from body. */
 struct spawn_ctx {
+  struct wr_job job; /* the user lookup */
   struct wr_sandbox *sb;
   wr_http_req_t *req;
   struct wr_proc *p;
+  json_t *body;
   struct exec_req x;
+  char **argv, **extra;
+  int rootfd; /* borrowed from sb, for the user lookup */
+  struct wr_user u;
   char *stdin_text;
   int stdin_w;  /* our end of stdin (pipe), or -1 */
   int out_r[2]; /* our ends of stdout, stderr */
@@ -71,6 +77,9 @@ static void spawn_ctx_free(struct spawn_ctx *c) {
     if (c->out_r[i] >= 0)
       close(c->out_r[i]);
   free(c->stdin_text);
+  wr_strv_free(c->argv);
+  wr_strv_free(c->extra);
+  json_decref(c->body);
   wr_sandbox_unref(c->sb);
   free(c);
 }
@@ -287,6 +296,58 @@ static int parse_exec(wr_http_req_t *req, struct exec_req *x, json_t **body) {
   return 0;
 }
 
+/* The most bytes of the variables build_env sets before the network's and
+ * the sandbox's: HOME and USER come from the sandbox's /etc/passwd, bounded
+ * by struct wr_user. */
+static size_t login_env_max(const struct wr_sandbox *sb) {
+  const struct wr_user *u = NULL;
+
+  return sizeof(default_path) + sizeof("HOME=") + sizeof(u->home) +
+         sizeof("USER=") + sizeof(u->name) + sizeof("HOSTNAME=") +
+         strlen(sb->name) + sizeof("TERM=xterm-256color");
+}
+
+/* Whether the command and everything that goes with it fit in one SPAWN
+ * (see WR_INIT_SPAWN_STR_MAX), counted before the user is looked up, so
+ * that a request too large for init gets a 400 that says so. */
+static int check_spawn_size(struct wr_sandbox *sb, const struct exec_req *x,
+                            char *const *argv, char *const *extra,
+                            wr_error_t *err) {
+  _cleanup_strv_ char **net = wr_network_env(sb);
+  const char *cwd = x->cwd ? x->cwd : sb->spec.workdir;
+  size_t cmd = wr_strv_bytes(argv), own = wr_strv_bytes(extra);
+  size_t theirs =
+      login_env_max(sb) + wr_strv_bytes(net) + wr_strv_bytes(sb->spec.env);
+  size_t rest = strlen(cwd) + 1 + WR_INIT_TAG_MAX + 1;
+  size_t vars =
+      5 + wr_strv_len(net) + wr_strv_len(sb->spec.env) + wr_strv_len(extra);
+
+  if (vars > WR_INIT_MAX_ARGS)
+    return wr_error_setx(err, E2BIG,
+                         "the exec's environment would have %zu variables "
+                         "(%zu of its own); an exec carries at most %d",
+                         vars, wr_strv_len(extra), WR_INIT_MAX_ARGS);
+  if (cmd + own + theirs + rest > WR_INIT_SPAWN_STR_MAX)
+    return wr_error_setx(err, E2BIG,
+                         "the exec takes %zu bytes (cmd %zu, env %zu, the "
+                         "sandbox's and warren's variables up to %zu, cwd and "
+                         "tag up to %zu); an exec carries at most %d bytes",
+                         cmd + own + theirs + rest, cmd, own, theirs, rest,
+                         WR_INIT_SPAWN_STR_MAX);
+  return 0;
+}
+
+/* What is checked once the command and env are decoded. */
+static int check_exec_strings(struct wr_sandbox *sb, const struct exec_req *x,
+                              char *const *argv, char *const *extra,
+                              wr_error_t *err) {
+  if (argv[0][0] == '\0')
+    return wr_error_setx(err, EINVAL, "cmd[0] must name a program, not \"\"");
+  if (x->cwd != NULL && wr_path_check(x->cwd, err) < 0)
+    return wr_error_wrap(err, "cwd");
+  return check_spawn_size(sb, x, argv, extra, err);
+}
+
 static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
                       wr_error_t *err) {
   size_t nprocs = 0;
@@ -345,58 +406,106 @@ static char *next_tag(struct wr_sandbox *sb) {
   }
 }
 
-void wr_api_exec(wr_http_req_t *req, void *ctx) {
-  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
-  _cleanup_json_ json_t *body = NULL;
-  _cleanup_strv_ char **argv = NULL;
-  _cleanup_strv_ char **extra = NULL;
+/* Ask init to spawn the process, the user being known. */
+static void spawn(struct spawn_ctx *c) {
   _cleanup_strv_ char **env = NULL;
-  struct spawn_ctx *c;
-  struct wr_user u;
+  struct wr_sandbox *sb = c->sb;
   wr_error_t err;
-  int rootfd;
 
-  if (sb == NULL || !check_running(sb, req))
-    return;
-  c = xcalloc(1, sizeof(*c));
-  c->stdin_w = c->out_r[0] = c->out_r[1] = -1;
-  c->sb = sb;
-  c->req = req;
-  wr_sandbox_ref(sb);
-  if (parse_exec(req, &c->x, &body) < 0) {
-    spawn_ctx_free(c);
-    return;
-  }
-  if (check_exec(sb, &c->x, &err) < 0 ||
-      wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &argv, &err) < 0 ||
-      (c->x.env && wr_json_env(c->x.env, "env", &extra, &err) < 0) ||
-      (rootfd = wr_sandbox_rootfd(sb, &err)) < 0 ||
-      wr_user_resolve(rootfd, c->x.user, &u, &err) < 0) {
-    wr_reply_err(req, &err);
-    spawn_ctx_free(c);
-    return;
-  }
   if (c->x.cwd == NULL)
     c->x.cwd = sb->spec.workdir;
-  env = build_env(sb, &u, extra, c->x.tty);
+  env = build_env(sb, &c->u, c->extra, c->x.tty);
   c->p = wr_proc_new(sb);
-  c->p->argv = wr_strv_dup(argv);
+  c->p->argv = wr_strv_dup(c->argv);
   c->p->tty = c->x.tty;
   c->p->background = c->x.background;
   if (c->x.background)
     c->p->tag = c->x.tag ? xstrdup(c->x.tag) : next_tag(sb);
   if (c->x.stdin_text != NULL)
     c->stdin_text = xstrdup(c->x.stdin_text);
-  wr_http_on_abort(req, on_early_abort, c);
-  if (send_spawn(c, &u, argv, env, &err) < 0) {
+  if (send_spawn(c, &c->u, c->argv, env, &err) < 0) {
+    wr_http_on_abort(c->req, NULL, NULL);
     wr_proc_remove(c->p);
-    wr_reply_err(req, &err);
+    wr_reply_err(c->req, &err);
     spawn_ctx_free(c);
   }
-  /* The body is freed here; spawned() uses only copied strings, the cwd
-   * and tag having been sent already. */
-  c->x.cwd = NULL;
-  c->x.tag = NULL;
+  /* Otherwise on_spawned has c now. */
+}
+
+/* The user is looked up in the sandbox's own files, which may be hostile
+ * (a FIFO, a terabyte): on the threadpool, bounded (users.c). */
+static void user_work(struct wr_job *job) {
+  struct spawn_ctx *c = job->arg;
+
+  job->result = wr_user_resolve(c->rootfd, c->x.user, &c->u, &job->err);
+}
+
+/* Back on the loop: the lookup may have failed, and meanwhile the client
+ * may have gone, the sandbox stopped, or another exec taken the tag or
+ * the last process slot. False when that answered the request. */
+static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
+  wr_error_t err;
+
+  if (job->result < 0) {
+    wr_reply_err(c->req, &job->err);
+    return false;
+  }
+  if (c->aborted || wr_http_aborted(c->req)) {
+    wr_http_reply_error(c->req, 499, "aborted", "the client went away");
+    return false;
+  }
+  if (!check_running(c->sb, c->req))
+    return false;
+  if (check_exec(c->sb, &c->x, &err) < 0) {
+    wr_reply_err(c->req, &err);
+    return false;
+  }
+  return true;
+}
+
+static void user_done(struct wr_job *job) {
+  struct spawn_ctx *c = job->arg;
+
+  if (!still_wanted(c, job)) {
+    wr_http_on_abort(c->req, NULL, NULL);
+    spawn_ctx_free(c);
+    return;
+  }
+  spawn(c);
+}
+
+void wr_api_exec(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct spawn_ctx *c;
+  wr_error_t err;
+  int rootfd;
+
+  if (sb == NULL || !check_running(sb, req) ||
+      !wr_sandbox_root_ready(sb, req, wr_api_exec, &rootfd))
+    return;
+  c = xcalloc(1, sizeof(*c));
+  c->stdin_w = c->out_r[0] = c->out_r[1] = -1;
+  c->sb = sb;
+  c->req = req;
+  c->rootfd = rootfd;
+  wr_sandbox_ref(sb);
+  if (parse_exec(req, &c->x, &c->body) < 0) {
+    spawn_ctx_free(c);
+    return;
+  }
+  if (check_exec(sb, &c->x, &err) < 0 ||
+      wr_json_strv(c->x.cmd, "cmd", MAX_ARGS, &c->argv, &err) < 0 ||
+      (c->x.env && wr_json_env(c->x.env, "env", &c->extra, &err) < 0) ||
+      check_exec_strings(sb, &c->x, c->argv, c->extra, &err) < 0) {
+    wr_reply_err(req, &err);
+    spawn_ctx_free(c);
+    return;
+  }
+  wr_http_on_abort(req, on_early_abort, c);
+  c->job.fn = user_work;
+  c->job.done = user_done;
+  c->job.arg = c;
+  wr_job_queue(sb->d, &c->job);
 }
 
 /* ---- background processes ------------------------------------------------ */

@@ -4,9 +4,11 @@
  * Every operation resolves its path inside the sandbox's merged root (see
  * src/runtime/files.h), so it works whether the sandbox runs, is paused or
  * is stopped, and nothing a sandbox plants can lead it outside. The
- * operations block on the filesystem, so they run as threadpool jobs;
- * file contents stream through uv_fs calls and tar archives through a pipe
- * to a job that writes or reads the archive.
+ * operations block on the filesystem, so they run as threadpool jobs, and
+ * so does opening the root when it is not open yet (after a reboot that
+ * mounts it: wr_sandbox_root_ready); file contents stream through uv_fs
+ * calls and tar archives through a pipe to a job that writes or reads the
+ * archive.
  */
 #include "daemon/daemon_internal.h"
 
@@ -46,10 +48,11 @@ static json_t *info_json(const struct wr_file_info *fi) {
 
   snprintf(mode, sizeof(mode), "%04o", fi->mode & 07777);
   wr_format_time(fi->mtime_ms, mtime, sizeof(mtime));
-  j = json_pack("{s:o,s:o,s:s,s:I,s:s,s:i,s:i,s:s}", "name",
+  j = json_pack("{s:o,s:o,s:s,s:I,s:I,s:s,s:i,s:i,s:s}", "name",
                 wr_json_string_lossy(fi->name), "path",
                 wr_json_string_lossy(fi->path), "type", type_name(fi->type),
-                "size", (json_int_t)fi->size, "mode", mode, "uid", (int)fi->uid,
+                "size", (json_int_t)fi->size, "allocated",
+                (json_int_t)fi->allocated, "mode", mode, "uid", (int)fi->uid,
                 "gid", (int)fi->gid, "mtime", mtime);
   if (fi->link_target != NULL)
     json_object_set_new(j, "link_target",
@@ -104,7 +107,8 @@ struct fjob {
   struct wr_file_info *list;
   size_t nlist;
   bool truncated;
-  char *text; /* a serialised reply */
+  char *text;          /* a serialised reply */
+  uint64_t data_bytes; /* archives: file data the archive will carry */
   int fd;
   struct upload *upload; /* PUT files: the upload being prepared */
 };
@@ -121,8 +125,11 @@ static void fjob_free(struct fjob *j) {
   free(j);
 }
 
-/* Start a files request: find the sandbox and its root, check the path. */
-static struct fjob *fjob_new(void *ctx, wr_http_req_t *req, const char *path,
+/* Start a files request: find the sandbox and its root, check the path.
+ * NULL when the request was answered, or when the root is being opened
+ * on the threadpool: then `self`, the handler, runs again once it is. */
+static struct fjob *fjob_new(void *ctx, wr_http_req_t *req,
+                             wr_http_handler_fn self, const char *path,
                              wr_job_fn fn, wr_job_fn done) {
   struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
   struct fjob *j;
@@ -141,11 +148,12 @@ static struct fjob *fjob_new(void *ctx, wr_http_req_t *req, const char *path,
                         path);
     return NULL;
   }
-  if (wr_path_check(path, &err) < 0 ||
-      (rootfd = wr_sandbox_rootfd(sb, &err)) < 0) {
+  if (wr_path_check(path, &err) < 0) {
     wr_reply_err(req, &err);
     return NULL;
   }
+  if (!wr_sandbox_root_ready(sb, req, self, &rootfd))
+    return NULL;
   j = xcalloc(1, sizeof(*j));
   j->sb = sb;
   j->req = req;
@@ -190,8 +198,8 @@ static void stat_work(struct wr_job *job) {
 }
 
 void wr_api_files_stat(wr_http_req_t *req, void *ctx) {
-  struct fjob *j =
-      fjob_new(ctx, req, wr_http_query(req, "path"), stat_work, done_info);
+  struct fjob *j = fjob_new(ctx, req, wr_api_files_stat,
+                            wr_http_query(req, "path"), stat_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -240,7 +248,8 @@ void wr_api_files_list(wr_http_req_t *req, void *ctx) {
       wr_req_u64(req, "limit", LIST_DEFAULT_LIMIT, 1, LIST_MAX_LIMIT, &limit) <
           0)
     return;
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), list_work, list_done);
+  j = fjob_new(ctx, req, wr_api_files_list, wr_http_query(req, "path"),
+               list_work, list_done);
   if (j == NULL)
     return;
   j->depth = (unsigned)depth;
@@ -260,6 +269,7 @@ static void mkdir_work(struct wr_job *job) {
 
 /* Decode {"path", "mode"?, flag?} bodies shared by mkdir and chmod. */
 static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
+                                   wr_http_handler_fn self,
                                    const char *flag_name, bool flag_def,
                                    uint32_t mode_def, bool mode_required,
                                    wr_job_fn fn, wr_job_fn done) {
@@ -282,7 +292,7 @@ static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
     wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
     return NULL;
   }
-  j = fjob_new(ctx, req, path, fn, done);
+  j = fjob_new(ctx, req, self, path, fn, done);
   if (j != NULL) {
     j->mode = m;
     j->flag = flag;
@@ -291,8 +301,8 @@ static struct fjob *path_mode_body(wr_http_req_t *req, void *ctx,
 }
 
 void wr_api_files_mkdir(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = path_mode_body(req, ctx, "parents", true, 0755, false,
-                                  mkdir_work, done_info);
+  struct fjob *j = path_mode_body(req, ctx, wr_api_files_mkdir, "parents", true,
+                                  0755, false, mkdir_work, done_info);
 
   if (j != NULL) {
     j->limit = 1; /* 201 */
@@ -309,8 +319,8 @@ static void chmod_work(struct wr_job *job) {
 }
 
 void wr_api_files_chmod(wr_http_req_t *req, void *ctx) {
-  struct fjob *j =
-      path_mode_body(req, ctx, NULL, false, 0, true, chmod_work, done_info);
+  struct fjob *j = path_mode_body(req, ctx, wr_api_files_chmod, NULL, false, 0,
+                                  true, chmod_work, done_info);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -328,7 +338,8 @@ void wr_api_files_delete(wr_http_req_t *req, void *ctx) {
 
   if (wr_req_bool(req, "recursive", false, &recursive) < 0)
     return;
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), delete_work, done_empty);
+  j = fjob_new(ctx, req, wr_api_files_delete, wr_http_query(req, "path"),
+               delete_work, done_empty);
   if (j != NULL) {
     j->flag = recursive;
     wr_job_queue(j->sb->d, &j->job);
@@ -365,7 +376,7 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
     wr_reply_err(req, &err);
     return;
   }
-  j = fjob_new(ctx, req, from, move_work, done_info);
+  j = fjob_new(ctx, req, wr_api_files_move, from, move_work, done_info);
   if (j != NULL) {
     j->to = xstrdup(to);
     j->flag = overwrite;
@@ -376,16 +387,25 @@ void wr_api_files_move(wr_http_req_t *req, void *ctx) {
 /* ---- read a file ----------------------------------------------------------
  */
 
-/* A streamed download: uv_fs_read chunks, one at a time, paced by the
- * client. */
+/*
+ * A streamed download: one chunk at a time, read on a worker thread and
+ * paced by the client. Holes are found with SEEK_DATA and sent as zeros
+ * without being read; files/archive is the route that keeps them out of
+ * the stream altogether.
+ */
 struct download {
   struct fjob *j;
-  uv_fs_t fs;
+  uv_work_t work;
   char buf[READ_CHUNK];
+  uint64_t off;
+  ssize_t n; /* the chunk read: bytes, 0 at the end, -errno */
+  bool hole; /* the n bytes at off are a hole */
   bool reading;
   bool waiting_drain;
   bool aborted;
 };
+
+static const char zero_chunk[READ_CHUNK];
 
 static void download_next(struct download *dl);
 
@@ -400,20 +420,64 @@ static void download_finish(struct download *dl, bool failed) {
   free(dl);
 }
 
-static void on_download_read(uv_fs_t *fs) {
-  struct download *dl = fs->data;
-  ssize_t n = fs->result;
+/* Where the data at or after off starts: the file's size when only a hole
+ * is left, off itself when the filesystem cannot tell. */
+static int64_t data_at(int fd, uint64_t off) {
+  off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+  struct stat st;
 
-  uv_fs_req_cleanup(fs);
+  if (d >= 0)
+    return d;
+  if (errno != ENXIO)
+    return (int64_t)off;
+  if (fstat(fd, &st) < 0)
+    return -errno;
+  return WR_MAX((int64_t)st.st_size, (int64_t)off);
+}
+
+/* On a worker: the next chunk, a hole (counted, not read) or data (read
+ * up to the next hole). */
+static void download_read_work(uv_work_t *w) {
+  struct download *dl = w->data;
+  int fd = dl->j->fd;
+  int64_t data = data_at(fd, dl->off);
+  size_t want = READ_CHUNK;
+  off_t hole;
+  ssize_t n;
+
+  dl->hole = false;
+  if (data < 0) {
+    dl->n = (ssize_t)data;
+    return;
+  }
+  if ((uint64_t)data > dl->off) {
+    dl->hole = true;
+    dl->n = (ssize_t)WR_MIN((uint64_t)data - dl->off, (uint64_t)READ_CHUNK);
+    return;
+  }
+  hole = lseek(fd, (off_t)dl->off, SEEK_HOLE);
+  if (hole > (off_t)dl->off)
+    want = (size_t)WR_MIN((uint64_t)hole - dl->off, (uint64_t)want);
+  do
+    n = pread(fd, dl->buf, want, (off_t)dl->off);
+  while (n < 0 && errno == EINTR);
+  dl->n = n < 0 ? -errno : n;
+}
+
+static void on_download_read(uv_work_t *w, int status) {
+  struct download *dl = w->data;
+  ssize_t n = status < 0 ? status : dl->n;
+
   dl->reading = false;
   if (n <= 0 || dl->aborted) {
     if (n < 0)
-      wr_warn("read %s: %s", dl->j->path, uv_strerror((int)n));
+      wr_warn("read %s: %s", dl->j->path, strerror((int)-n));
     download_finish(dl, n < 0);
     return;
   }
-  if (wr_http_stream_write(dl->j->req, dl->buf, (size_t)n) >
-      STREAM_HIGH_WATER) {
+  dl->off += (uint64_t)n;
+  if (wr_http_stream_write(dl->j->req, dl->hole ? zero_chunk : dl->buf,
+                           (size_t)n) > STREAM_HIGH_WATER) {
     dl->waiting_drain = true;
     return;
   }
@@ -421,12 +485,10 @@ static void on_download_read(uv_fs_t *fs) {
 }
 
 static void download_next(struct download *dl) {
-  uv_buf_t b = uv_buf_init(dl->buf, sizeof(dl->buf));
-
   dl->reading = true;
-  dl->fs.data = dl;
-  if (uv_fs_read(dl->j->sb->d->loop, &dl->fs, dl->j->fd, &b, 1, -1,
-                 on_download_read) < 0) {
+  dl->work.data = dl;
+  if (uv_queue_work(dl->j->sb->d->loop, &dl->work, download_read_work,
+                    on_download_read) < 0) {
     dl->reading = false;
     download_finish(dl, true);
   }
@@ -487,8 +549,9 @@ static void open_read_done(struct wr_job *job) {
 }
 
 void wr_api_files_read(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"),
-                            open_read_work, open_read_done);
+  struct fjob *j =
+      fjob_new(ctx, req, wr_api_files_read, wr_http_query(req, "path"),
+               open_read_work, open_read_done);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -659,8 +722,8 @@ void wr_api_files_write(wr_http_req_t *req, void *ctx) {
     wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
     return;
   }
-  j = fjob_new(ctx, req, wr_http_query(req, "path"), write_begin_work,
-               write_begin_done);
+  j = fjob_new(ctx, req, wr_api_files_write, wr_http_query(req, "path"),
+               write_begin_work, write_begin_done);
   if (j == NULL)
     return;
   j->mode = mode;
@@ -792,10 +855,18 @@ static void on_tar_abort(wr_http_req_t *req, void *arg) {
   download_tar_maybe_end(tp);
 }
 
+/* The sandbox's root, its ids mapped, for the tar code. */
+static struct wr_tar_ctx tar_ctx(const struct fjob *j) {
+  return (struct wr_tar_ctx){.rootfd = j->fc.rootfd,
+                             .id_base = j->fc.id_base,
+                             .id_count = j->fc.id_count,
+                             .map_ids = true};
+}
+
 static void tar_create_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = tar_ctx(j);
 
   tp->job_result = wr_tar_create(&tc, j->path, false, tp->job_fd, &tp->err);
   close(tp->job_fd);
@@ -839,9 +910,33 @@ static struct wr_job *tar_job(struct tarpipe *tp, wr_job_fn fn,
   return job;
 }
 
+static bool archivable(char type) {
+  return type != 's' && type != 'c' && type != 'b';
+}
+
+/*
+ * Before the stream: the path's type, and how many bytes of file data the
+ * archive will carry (holes excluded), counted by the same walk that makes
+ * it. The client learns the total from X-Warren-Data-Bytes and can refuse
+ * before it writes anything; it must still bound what it writes, since the
+ * sandbox can grow its files in the meantime.
+ */
+static void archive_stat_work(struct wr_job *job) {
+  struct fjob *j = job->arg;
+  struct wr_tar_ctx tc = tar_ctx(j);
+  struct wr_tar_stats stats;
+
+  job->result = wr_files_stat(&j->fc, j->path, &j->info, &job->err);
+  if (job->result < 0 || !archivable(j->info.type))
+    return;
+  job->result = wr_tar_measure(&tc, j->path, false, &stats, &job->err);
+  j->data_bytes = stats.bytes;
+}
+
 static void archive_stat_done(struct wr_job *job) {
   struct fjob *j = job->arg;
   struct tarpipe *tp;
+  char extra[64];
   wr_error_t err;
 
   if (job->result < 0) {
@@ -851,7 +946,7 @@ static void archive_stat_done(struct wr_job *job) {
   }
   /* Known before the first byte: once the stream has begun, an error can
    * only cut it off. */
-  if (j->info.type == 's' || j->info.type == 'c' || j->info.type == 'b') {
+  if (!archivable(j->info.type)) {
     wr_http_reply_error(j->req, 400, "bad_request",
                         "`%s` is a socket or a device node: not archived",
                         j->path);
@@ -867,7 +962,9 @@ static void archive_stat_done(struct wr_job *job) {
     tarpipe_free(tp);
     return;
   }
-  wr_http_stream_begin(j->req, 200, "application/x-tar", NULL);
+  snprintf(extra, sizeof(extra), "X-Warren-Data-Bytes: %llu\r\n",
+           (unsigned long long)j->data_bytes);
+  wr_http_stream_begin(j->req, 200, "application/x-tar", extra);
   wr_http_on_drain(j->req, on_tar_drain, tp);
   wr_http_on_abort(j->req, on_tar_abort, tp);
   tp->polling = true;
@@ -876,8 +973,9 @@ static void archive_stat_done(struct wr_job *job) {
 }
 
 void wr_api_files_archive_get(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"), stat_work,
-                            archive_stat_done);
+  struct fjob *j =
+      fjob_new(ctx, req, wr_api_files_archive_get, wr_http_query(req, "path"),
+               archive_stat_work, archive_stat_done);
 
   if (j != NULL)
     wr_job_queue(j->sb->d, &j->job);
@@ -973,7 +1071,7 @@ static void on_tar_body_end(wr_http_req_t *req, int status, void *arg) {
 static void tar_extract_work(struct wr_job *job) {
   struct tarpipe *tp = job->arg;
   struct fjob *j = tp->j;
-  struct wr_tar_ctx tc = {j->fc.rootfd, j->fc.id_base, j->fc.id_count, true};
+  struct wr_tar_ctx tc = tar_ctx(j);
 
   tp->job_result =
       wr_tar_extract(&tc, j->path, true, tp->job_fd, &tp->stats, &tp->err);
@@ -990,7 +1088,8 @@ static void tar_extract_done(struct wr_job *job) {
 }
 
 void wr_api_files_archive_put(wr_http_req_t *req, void *ctx) {
-  struct fjob *j = fjob_new(ctx, req, wr_http_query(req, "path"), NULL, NULL);
+  struct fjob *j = fjob_new(ctx, req, wr_api_files_archive_put,
+                            wr_http_query(req, "path"), NULL, NULL);
   struct tarpipe *tp;
   wr_error_t err;
 

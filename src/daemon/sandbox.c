@@ -130,25 +130,89 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
       .ws_clone = sb->spec.ws_mode && strcmp(sb->spec.ws_mode, "clone") == 0,
       .ws_uid = sb->spec.ws_uid,
       .ws_gid = sb->spec.ws_gid,
+      .ws_id = sb->spec.ws_id,
   };
 }
 
-int wr_sandbox_rootfd(struct wr_sandbox *sb, wr_error_t *err) {
-  struct wr_rt_spec spec;
-
-  if (sb->rootfd >= 0)
-    return sb->rootfd;
-  /* Mounting it here (on the loop thread) while a job makes or removes
-   * it would wait for that job, or bring back what rm is taking away. */
+/* Whether the root may be opened now: mounting it while a job makes or
+ * removes it would wait for that job, or bring back what rm is taking
+ * away. */
+static int root_allowed(const struct wr_sandbox *sb, wr_error_t *err) {
   if (sb->state == WR_SB_CREATING)
     return wr_error_setx(err, EBUSY, "sandbox `%s` is being created", sb->name);
   if (sb->removed || sb->removing ||
       (sb->busy != NULL && strcmp(sb->busy, "removing") == 0))
     return wr_error_setx(err, ENOENT, "sandbox `%s` is being removed",
                          sb->name);
-  wr_sandbox_rt_spec(sb, &spec);
-  sb->rootfd = wr_rt_open_root(sb->d->rt, &spec, err);
-  return sb->rootfd;
+  return 0;
+}
+
+/* Opening the root for a request: on the threadpool, since it may mount
+ * the root, its disk image and its workspace (after a reboot), and checks
+ * the workspace, all of which block. */
+struct root_job {
+  struct wr_job job;
+  struct wr_sandbox *sb;
+  struct wr_rt_spec spec;
+  wr_http_req_t *req;
+  wr_http_handler_fn again;
+  int fd;
+};
+
+static void root_work(struct wr_job *job) {
+  struct root_job *j = job->arg;
+
+  j->fd = wr_rt_open_root(job->d->rt, &j->spec, &job->err);
+  job->result = j->fd < 0 ? -1 : 0;
+}
+
+/* Keep the fd as the sandbox's (unless another job was quicker, or the
+ * sandbox is going away), then run the handler again: it finds the root
+ * open. */
+static void root_done(struct wr_job *job) {
+  struct root_job *j = job->arg;
+  struct wr_sandbox *sb = j->sb;
+
+  if (job->result == 0 && root_allowed(sb, &job->err) < 0)
+    job->result = -1;
+  if (job->result < 0) {
+    wr_reply_err(j->req, &job->err);
+  } else {
+    if (sb->rootfd < 0)
+      sb->rootfd = steal_fd(&j->fd);
+    j->again(j->req, sb->d);
+  }
+  if (j->fd >= 0)
+    close(j->fd);
+  wr_sandbox_unref(sb);
+  free(j);
+}
+
+bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
+                           wr_http_handler_fn again, int *fd) {
+  struct root_job *j;
+  wr_error_t err;
+
+  if (sb->rootfd >= 0) {
+    *fd = sb->rootfd;
+    return true;
+  }
+  if (root_allowed(sb, &err) < 0) {
+    wr_reply_err(req, &err);
+    return false;
+  }
+  j = xcalloc(1, sizeof(*j));
+  j->sb = sb;
+  j->req = req;
+  j->again = again;
+  j->fd = -1;
+  j->job.fn = root_work;
+  j->job.done = root_done;
+  j->job.arg = j;
+  wr_sandbox_rt_spec(sb, &j->spec);
+  wr_sandbox_ref(sb);
+  wr_job_queue(sb->d, &j->job);
+  return false;
 }
 
 /* ---- JSON --------------------------------------------------------------- */
@@ -226,6 +290,15 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   return j;
 }
 
+static json_t *identity_json(const struct wr_ws_identity *id) {
+  char dev[24], ino[24], fsid[24];
+
+  snprintf(dev, sizeof(dev), "%llu", (unsigned long long)id->dev);
+  snprintf(ino, sizeof(ino), "%llu", (unsigned long long)id->ino);
+  snprintf(fsid, sizeof(fsid), "%llu", (unsigned long long)id->fsid);
+  return json_pack("{s:s,s:s,s:s}", "dev", dev, "ino", ino, "fsid", fsid);
+}
+
 /* The spec as stored: enough to rebuild the sandbox after a restart. */
 static char *spec_to_json(const struct wr_sandbox_spec *s) {
   _cleanup_json_ json_t *j = json_pack(
@@ -236,24 +309,54 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
 
   if (s->agent != NULL)
     json_object_set_new(j, "agent", json_string(s->agent));
-  if (s->ws_path != NULL)
-    json_object_set_new(j, "workspace", workspace_stored(s));
+  if (s->ws_path != NULL) {
+    json_t *ws = workspace_stored(s);
+    if (s->ws_id.known)
+      json_object_set_new(ws, "identity", identity_json(&s->ws_id));
+    json_object_set_new(j, "workspace", ws);
+  }
   return wr_json_dumps(j);
 }
 
-/* The stored workspace: written by us, still checked like input. */
+/* The recorded identity: decimal strings, since an inode number may not
+ * fit in JSON's integers. */
+static int identity_from_json(json_t *o, struct wr_ws_identity *id,
+                              wr_error_t *err) {
+  const char *dev = NULL, *ino = NULL, *fsid = NULL;
+  struct wr_json_field f[] = {
+      {"dev", WR_JSON_STRING, &dev, true, NULL},
+      {"ino", WR_JSON_STRING, &ino, true, NULL},
+      {"fsid", WR_JSON_STRING, &fsid, true, NULL},
+  };
+
+  if (wr_json_unpack(o, f, WR_ARRAY_SIZE(f), err) < 0 ||
+      wr_parse_u64(dev, 0, UINT64_MAX, &id->dev, err) < 0 ||
+      wr_parse_u64(ino, 0, UINT64_MAX, &id->ino, err) < 0 ||
+      wr_parse_u64(fsid, 0, UINT64_MAX, &id->fsid, err) < 0)
+    return wr_error_wrap(err, "the workspace's identity in the stored spec");
+  id->known = true;
+  return 0;
+}
+
+/* The stored workspace: written by us, still checked like input. A
+ * record without an identity was made before identities were kept: its
+ * mounts check the owner and a path without symlinks only. */
 static int workspace_from_json(json_t *ws, struct wr_sandbox_spec *s,
                                wr_error_t *err) {
   const char *mode = NULL, *path = NULL;
   int64_t uid = -1, gid = -1;
+  json_t *identity = NULL;
   struct wr_json_field f[] = {
       {"mode", WR_JSON_STRING, &mode, true, NULL},
       {"path", WR_JSON_STRING, &path, true, NULL},
       {"uid", WR_JSON_INT, &uid, true, NULL},
       {"gid", WR_JSON_INT, &gid, true, NULL},
+      {"identity", WR_JSON_OBJECT, &identity, false, NULL},
   };
 
   if (wr_json_unpack(ws, f, WR_ARRAY_SIZE(f), err) < 0)
+    return -1;
+  if (identity != NULL && identity_from_json(identity, &s->ws_id, err) < 0)
     return -1;
   if ((strcmp(mode, "direct") != 0 && strcmp(mode, "clone") != 0) ||
       path[0] != '/' || uid < 0 || uid > UINT32_MAX - 1 || gid < 0 ||
@@ -479,89 +582,16 @@ struct create_req {
   int64_t pids;
   json_t *env, *labels, *workspace;
   bool start;
-  /* Checked and resolved by check_workspace. */
-  char *ws_path;
-  const char *ws_mode;
-  uint32_t ws_uid, ws_gid;
+  /* The workspace, checked (workspaces.c); ws.real is NULL without one. */
+  struct wr_ws_check ws;
   struct wr_kit kit;
   bool has_kit;
 };
 
 static void create_req_clear(struct create_req *c) {
-  free(c->ws_path);
+  wr_ws_check_clear(&c->ws);
   if (c->has_kit)
     wr_kit_free(&c->kit);
-}
-
-/* Whether `path` is `dir` or below it. */
-static bool path_within(const char *path, const char *dir) {
-  size_t n = strlen(dir);
-
-  while (n > 1 && dir[n - 1] == '/')
-    n--;
-  return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-/* A workspace is a directory of the host, named by its absolute path and
- * recorded canonical (symlinks resolved) with its owner. The host's own
- * machinery is refused: the root, the state root (every sandbox's files),
- * /proc, /sys, /dev and /run. */
-static int check_workspace(struct wr_daemon *d, struct create_req *c,
-                           wr_error_t *err) {
-  static const char *const refused[] = {"/proc", "/sys", "/dev", "/run",
-                                        "/boot"};
-  const char *path = NULL, *mode = "direct";
-  struct wr_json_field f[] = {
-      {"path", WR_JSON_STRING, &path, true, NULL},
-      {"mode", WR_JSON_STRING, &mode, false, NULL},
-  };
-  _cleanup_free_ char *real = NULL, *state = NULL;
-  struct stat st;
-
-  if (c->workspace == NULL)
-    return 0;
-  if (wr_json_unpack(c->workspace, f, WR_ARRAY_SIZE(f), err) < 0)
-    return wr_error_wrap(err, "workspace");
-  if (strcmp(mode, "direct") != 0 && strcmp(mode, "clone") != 0)
-    return wr_error_setx(
-        err, EINVAL, "workspace mode must be direct or clone, not `%s`", mode);
-  if (path[0] != '/')
-    return wr_error_setx(err, EINVAL,
-                         "workspace path must be absolute, not `%s`", path);
-  real = realpath(path, NULL);
-  if (real == NULL || stat(real, &st) < 0)
-    return wr_error_setx(err, EINVAL, "workspace `%s`: %s", path,
-                         strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    return wr_error_setx(err, EINVAL, "workspace `%s` is not a directory",
-                         path);
-  state = realpath(d->cfg.root, NULL);
-  if (strcmp(real, "/") == 0 ||
-      (state != NULL && (path_within(real, state) || path_within(state, real))))
-    return wr_error_setx(err, EINVAL,
-                         "workspace `%s` would expose the host or warren's "
-                         "state: choose a project directory",
-                         path);
-  for (size_t i = 0; i < WR_ARRAY_SIZE(refused); i++)
-    if (path_within(real, refused[i]))
-      return wr_error_setx(err, EINVAL,
-                           "workspace `%s` is in %s: choose a project "
-                           "directory",
-                           path, refused[i]);
-  /* Root inside writes as the owner: a root-owned folder would let the
-   * sandbox leave setuid-root programs on the host. */
-  if (strcmp(mode, "direct") == 0 && (st.st_uid == 0 || st.st_gid == 0))
-    return wr_error_setx(err, EINVAL,
-                         "workspace `%s` is owned by root (uid or gid 0): "
-                         "what the sandbox makes there would be root's on "
-                         "the host, setuid bits included; chown it to a "
-                         "user, or use --clone",
-                         path);
-  c->ws_path = steal_ptr(&real);
-  c->ws_mode = mode;
-  c->ws_uid = st.st_uid;
-  c->ws_gid = st.st_gid;
-  return 0;
 }
 
 /* The agent's kit must exist; with a workspace and no agent it is the
@@ -647,9 +677,27 @@ static int check_create(struct wr_daemon *d, struct create_req *c,
     return wr_error_setx(err, EINVAL, "workdir must be an absolute path");
   if (c->labels != NULL && check_labels(c->labels, err) < 0)
     return -1;
-  if (check_limits(d, c, err) < 0 || check_workspace(d, c, err) < 0)
+  if (check_limits(d, c, err) < 0 ||
+      (c->workspace != NULL &&
+       wr_ws_check_request(c->workspace, &c->ws, err) < 0))
     return -1;
   return check_agent(d, c, err);
+}
+
+/* A sandbox's environment goes with every exec: it may take only part of
+ * what an exec carries (WR_SANDBOX_ENV_MAX), or every exec would fail. */
+static int check_env_size(char *const *env, wr_error_t *err) {
+  size_t bytes = wr_strv_bytes(env), vars = wr_strv_len(env);
+
+  if (vars > WR_SANDBOX_ENV_VARS || bytes > WR_SANDBOX_ENV_MAX)
+    return wr_error_setx(err, E2BIG,
+                         "env takes %zu bytes in %zu variable%s (the kit's "
+                         "included); a sandbox's environment may take at "
+                         "most %u bytes in %d variables, so that every exec "
+                         "keeps room for its command",
+                         bytes, vars, vars == 1 ? "" : "s", WR_SANDBOX_ENV_MAX,
+                         WR_SANDBOX_ENV_VARS);
+  return 0;
 }
 
 /* The kit's environment comes first; the request's overrides it. */
@@ -661,13 +709,13 @@ static int merge_env(const struct create_req *c, char ***env, wr_error_t *err) {
     for (size_t i = 0; c->kit.env[i] != NULL; i++)
       *env = wr_strv_push(*env, c->kit.env[i]);
   if (c->env == NULL)
-    return 0;
+    return check_env_size(*env, err);
   if (wr_json_env(c->env, "env", &mine, err) < 0)
     return -1;
   for (size_t i = 0; mine[i] != NULL; i++)
     *env = wr_strv_setenv(*env, mine[i]);
   wr_strv_free(mine);
-  return 0;
+  return check_env_size(*env, err);
 }
 
 static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
@@ -688,14 +736,15 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
   sb->spec.pids = (uint64_t)c->pids;
   sb->spec.disk_bytes = c->disk;
   sb->spec.workdir = xstrdup(c->workdir   ? c->workdir
-                             : c->ws_path ? WR_WORKSPACE
+                             : c->ws.real ? WR_WORKSPACE
                                           : "/");
   sb->spec.labels = c->labels ? json_deep_copy(c->labels) : json_object();
   sb->spec.agent = c->agent ? xstrdup(c->agent) : NULL;
-  sb->spec.ws_mode = c->ws_path ? xstrdup(c->ws_mode) : NULL;
-  sb->spec.ws_path = steal_ptr(&c->ws_path);
-  sb->spec.ws_uid = c->ws_uid;
-  sb->spec.ws_gid = c->ws_gid;
+  sb->spec.ws_mode = c->ws.real ? xstrdup(c->ws.mode) : NULL;
+  sb->spec.ws_path = steal_ptr(&c->ws.real);
+  sb->spec.ws_uid = c->ws.uid;
+  sb->spec.ws_gid = c->ws.gid;
+  sb->spec.ws_id = c->ws.id;
   sb->state = WR_SB_CREATING;
   sb->created_ms = sb->updated_ms = wr_now_ms();
   if (merge_env(c, &sb->spec.env, err) < 0) {
@@ -772,35 +821,36 @@ static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
     wr_reply_err(req, err);
 }
 
-void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
-  struct wr_daemon *d = ctx;
-  struct create_req c _cleanup_(create_req_clear) = {
-      .image = d->cfg.default_image,
-      .disk = d->cfg.default_disk,
-      .start = true};
-  struct wr_json_field f[] = {
-      {"name", WR_JSON_STRING, &c.name, false, NULL},
-      {"image", WR_JSON_STRING, &c.image, false, NULL},
-      {"memory", WR_JSON_SIZE, &c.memory, false, NULL},
-      {"cpus", WR_JSON_NUMBER, &c.cpus, false, NULL},
-      {"pids", WR_JSON_INT, &c.pids, false, NULL},
-      {"disk", WR_JSON_SIZE, &c.disk, false, NULL},
-      {"env", WR_JSON_OBJECT, &c.env, false, NULL},
-      {"labels", WR_JSON_OBJECT, &c.labels, false, NULL},
-      {"workdir", WR_JSON_STRING, &c.workdir, false, NULL},
-      {"start", WR_JSON_BOOL, &c.start, false, NULL},
-      {"agent", WR_JSON_STRING, &c.agent, false, NULL},
-      {"workspace", WR_JSON_OBJECT, &c.workspace, false, NULL},
-  };
-  _cleanup_json_ json_t *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+/* A create request: its body (which c borrows from) and, while the
+ * workspace is checked on the threadpool, the job that does it. */
+struct create_job {
+  struct wr_job job;
+  wr_http_req_t *req;
+  json_t *body;
+  struct create_req c;
+};
+
+static void create_job_free(struct create_job *cj) {
+  create_req_clear(&cj->c);
+  json_decref(cj->body);
+  free(cj);
+}
+
+/* Everything is checked: make the sandbox. */
+static void create_go(struct wr_daemon *d, struct create_job *cj) {
+  struct create_req *c = &cj->c;
+  wr_http_req_t *req = cj->req;
   struct wr_sandbox *sb;
   struct sb_job *j;
   wr_error_t err;
 
-  if (body == NULL)
+  /* The workspace check took a while: the name may be taken by now. */
+  if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL) {
+    wr_error_setx(&err, EEXIST, "a sandbox named `%s` already exists", c->name);
+    reply_create_err(req, &err);
     return;
-  if (check_create(d, &c, &err) < 0 ||
-      (sb = sandbox_new(d, &c, &err)) == NULL) {
+  }
+  if ((sb = sandbox_new(d, c, &err)) == NULL) {
     reply_create_err(req, &err);
     return;
   }
@@ -809,15 +859,74 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
     reply_create_err(req, &err);
     return;
   }
-  if (c.has_kit && kit_rules(d, sb, &c.kit, &err) < 0) {
+  if (c->has_kit && kit_rules(d, sb, &c->kit, &err) < 0) {
     reply_create_err(req, &err);
     wr_store_sandbox_delete(d->store, sb->id, NULL);
     table_remove(sb);
     return;
   }
   j = sb_job_new(sb, req, "creating", create_work, create_done);
-  j->start = c.start;
+  j->start = c->start;
   wr_job_queue(d, &j->job);
+}
+
+static void workspace_work(struct wr_job *job) {
+  struct create_job *cj = job->arg;
+
+  job->result = wr_ws_check_host(&cj->c.ws, &job->err);
+}
+
+static void workspace_done(struct wr_job *job) {
+  struct create_job *cj = job->arg;
+
+  if (job->result < 0)
+    reply_create_err(cj->req, &job->err);
+  else
+    create_go(job->d, cj);
+  create_job_free(cj);
+}
+
+void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
+  struct wr_daemon *d = ctx;
+  struct create_job *cj = xcalloc(1, sizeof(*cj));
+  struct create_req *c = &cj->c;
+  struct wr_json_field f[] = {
+      {"name", WR_JSON_STRING, &c->name, false, NULL},
+      {"image", WR_JSON_STRING, &c->image, false, NULL},
+      {"memory", WR_JSON_SIZE, &c->memory, false, NULL},
+      {"cpus", WR_JSON_NUMBER, &c->cpus, false, NULL},
+      {"pids", WR_JSON_INT, &c->pids, false, NULL},
+      {"disk", WR_JSON_SIZE, &c->disk, false, NULL},
+      {"env", WR_JSON_OBJECT, &c->env, false, NULL},
+      {"labels", WR_JSON_OBJECT, &c->labels, false, NULL},
+      {"workdir", WR_JSON_STRING, &c->workdir, false, NULL},
+      {"start", WR_JSON_BOOL, &c->start, false, NULL},
+      {"agent", WR_JSON_STRING, &c->agent, false, NULL},
+      {"workspace", WR_JSON_OBJECT, &c->workspace, false, NULL},
+  };
+  wr_error_t err;
+
+  cj->req = req;
+  c->image = d->cfg.default_image;
+  c->disk = d->cfg.default_disk;
+  c->start = true;
+  c->ws.state_root = d->cfg.root;
+  cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  if (cj->body == NULL || check_create(d, c, &err) < 0) {
+    if (cj->body != NULL)
+      reply_create_err(req, &err);
+    create_job_free(cj);
+    return;
+  }
+  if (c->workspace == NULL) {
+    create_go(d, cj);
+    create_job_free(cj);
+    return;
+  }
+  cj->job.fn = workspace_work;
+  cj->job.done = workspace_done;
+  cj->job.arg = cj;
+  wr_job_queue(d, &cj->job);
 }
 
 static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen);
@@ -1212,6 +1321,11 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
     sandbox_free(sb);
     return NULL;
   }
+  if (sb->spec.ws_path != NULL && !sb->spec.ws_id.known)
+    wr_warn("sandbox %s: its workspace `%s` was recorded without its "
+            "identity, so a mount checks only its owner and that no symlink "
+            "leads to it; create the sandbox again to have it checked fully",
+            sb->name, sb->spec.ws_path);
   sb->next = d->sandboxes;
   d->sandboxes = sb;
   sb->refs = 1;

@@ -197,6 +197,60 @@ static int resolve_secret(const struct secret_req *s, json_t **hosts,
   return check_env(s->env ? s->env : dflt_env, env, err);
 }
 
+/* A stored JSON list (hosts, env), or [] when it is unreadable. */
+static json_t *stored_list(const char *text) {
+  json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+
+  if (json_is_array(j))
+    return j;
+  json_decref(j);
+  return json_array();
+}
+
+/* Add the variable names of a stored JSON list to names, once each. */
+static void add_names(json_t *names, const char *list_text) {
+  _cleanup_json_ json_t *list = stored_list(list_text);
+  size_t i, k;
+  json_t *v, *o;
+
+  json_array_foreach (list, i, v) {
+    bool seen = false;
+    json_array_foreach (names, k, o)
+      seen |= json_equal(o, v);
+    if (!seen && json_is_string(v))
+      json_array_append(names, v);
+  }
+}
+
+/* Every process of every sandbox gets a placeholder for each secret's
+ * variables, and they travel with each exec (WR_SECRET_ENV_MAX): the set
+ * that service's new env would make must fit. */
+static int check_env_total(struct wr_network *nw, const char *service,
+                           const json_t *env, wr_error_t *err) {
+  _cleanup_json_ json_t *names = json_array();
+  _cleanup_free_ char *mine = wr_json_dumps(env);
+  struct wr_secret_rec *recs = NULL;
+  size_t n = 0, bytes = 0, i;
+  json_t *v;
+
+  if (wr_store_secret_list(nw->d->store, &recs, &n, err) < 0)
+    return -1;
+  for (size_t r = 0; r < n; r++)
+    if (strcmp(recs[r].service, service) != 0)
+      add_names(names, recs[r].env_json);
+  wr_secret_recs_free(recs, n);
+  add_names(names, mine);
+  json_array_foreach (names, i, v)
+    bytes += json_string_length(v) + sizeof("=" WR_SECRET_PLACEHOLDER);
+  if (bytes > WR_SECRET_ENV_MAX)
+    return wr_error_setx(err, E2BIG,
+                         "the secrets' variables would take %zu bytes (%zu "
+                         "variables) in every process; they may take at most "
+                         "%u: use fewer or shorter names",
+                         bytes, json_array_size(names), WR_SECRET_ENV_MAX);
+  return 0;
+}
+
 /* Store it, then hand every secret to the engine at once. */
 static int save_secret(struct wr_network *nw, const struct secret_req *s,
                        wr_error_t *err) {
@@ -207,7 +261,8 @@ static int save_secret(struct wr_network *nw, const struct secret_req *s,
   const char *header = NULL, *prefix = NULL;
   struct wr_secret_rec rec;
 
-  if (resolve_secret(s, &hosts, &env, &header, &prefix, err) < 0)
+  if (resolve_secret(s, &hosts, &env, &header, &prefix, err) < 0 ||
+      check_env_total(nw, s->service, env, err) < 0)
     return -1;
   hosts_text = wr_json_dumps(hosts);
   env_text = wr_json_dumps(env);
@@ -223,15 +278,6 @@ static int save_secret(struct wr_network *nw, const struct secret_req *s,
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
-
-static json_t *stored_list(const char *text) {
-  json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-
-  if (json_is_array(j))
-    return j;
-  json_decref(j);
-  return json_array();
-}
 
 /* Everything but the value, which is never returned. */
 static json_t *secret_json(const struct wr_secret_rec *rec) {

@@ -1,7 +1,9 @@
 /*
  * Resolving a user inside a sandbox: /etc/passwd and /etc/group are read
- * from the sandbox's root (confined, bounded: they are the sandbox's own,
- * untrusted files) and parsed field by field.
+ * from the sandbox's root and parsed field by field. They are the
+ * sandbox's own, untrusted files: read confined, never opened unless they
+ * are regular files (a FIFO there would block the open for ever), bounded
+ * in size, and on a worker thread (see wr_user_resolve's callers).
  */
 #include "daemon/daemon_internal.h"
 
@@ -9,25 +11,18 @@
 
 #define MAX_DB_BYTES (4u << 20)
 
+/* A missing file is fine (only numeric users work); one that is not a
+ * regular file, or too large, is the sandbox's doing: a 400 that says so. */
 static int read_db(int rootfd, const char *path, char **out, wr_error_t *err) {
-  _cleanup_close_ int fd = wr_open_in_root(rootfd, path, O_RDONLY, 0, NULL);
-  wr_buf_t b;
-  char chunk[8192];
-  ssize_t n;
+  wr_error_t rerr;
 
   *out = NULL;
-  if (fd < 0)
-    return 0; /* no such file: only numeric users work */
-  wr_buf_init(&b);
-  while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-    if (b.len + (size_t)n > MAX_DB_BYTES) {
-      wr_buf_free(&b);
-      return wr_error_setx(err, EFBIG, "%s is too large", path);
-    }
-    wr_buf_append(&b, chunk, (size_t)n);
-  }
-  *out = b.data ? wr_buf_steal(&b, NULL) : xstrdup("");
-  return 0;
+  if (wr_read_in_root(rootfd, "in the sandbox", path, MAX_DB_BYTES, out, NULL,
+                      &rerr) == 0)
+    return 0;
+  if (rerr.code == ENOENT)
+    return 0;
+  return wr_error_setx(err, EINVAL, "%s", rerr.msg);
 }
 
 /* Split a line into at most `max` colon-separated fields in place. */
@@ -157,6 +152,22 @@ static int find_user(char *passwd, const char *name, const char *spec,
   return 0;
 }
 
+/* Both files. For the default user, "root", a broken one counts as
+ * missing (see root_user): root is uid 0 whatever the sandbox did to
+ * them, with its passwd entry when that file can be read. */
+static int read_dbs(int rootfd, const char *spec, char **passwd, char **group,
+                    wr_error_t *err) {
+  bool root = strcmp(spec, "root") == 0;
+  wr_error_t ignored;
+  wr_error_t *e = root ? &ignored : err;
+
+  if (read_db(rootfd, "/etc/passwd", passwd, e) < 0 && !root)
+    return -1;
+  if (read_db(rootfd, "/etc/group", group, e) < 0 && !root)
+    return -1;
+  return 0;
+}
+
 int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
                     wr_error_t *err) {
   _cleanup_free_ char *passwd = NULL;
@@ -170,8 +181,7 @@ int wr_user_resolve(int rootfd, const char *spec, struct wr_user *out,
     return wr_error_setx(err, EINVAL, "invalid user `%s`", spec);
   if (colon != NULL)
     *colon++ = '\0';
-  if (read_db(rootfd, "/etc/passwd", &passwd, err) < 0 ||
-      read_db(rootfd, "/etc/group", &group, err) < 0 ||
+  if (read_dbs(rootfd, spec, &passwd, &group, err) < 0 ||
       find_user(passwd, user_part, spec, out, err) < 0)
     return -1;
   if (colon != NULL && apply_group(group, colon, spec, out, err) < 0)

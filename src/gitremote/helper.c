@@ -7,12 +7,18 @@
  * files API into an unnamed file on the host (O_TMPFILE, so nothing is
  * left behind whatever happens), removes it inside, and prints the refs
  * its header lists. `fetch` feeds the pack part to the host's
- * `git index-pack --strict`, in the repository git runs us for, and
- * reports the pack's .keep file so that git drops it once the refs are
- * updated. Then it marks, inside the sandbox, each fetched branch as
+ * `git index-pack --strict` with its memory and time bounded (bounded.c),
+ * in a quarantine object directory (quarantine.c), has git list the sizes
+ * of the objects it took there, refuses them over the limits of the
+ * repository's git config (limits.c), and only then moves the pack's
+ * files into the repository; it reports the pack's .keep file so that
+ * git drops it once the refs are updated. warren.fetchTimeout bounds all
+ * of it, the sandbox's side (making the bundle, the download) too. Then
+ * it marks, inside the sandbox, each fetched branch as
  * refs/warren/fetched/BRANCH, which `warren rm` reads to warn about
  * commits that never left. That bookkeeping lives in the sandbox, so a
- * program there could forge it: it only ever drives a warning.
+ * program there could forge it: it only ever drives a
+ * warning.
  */
 #include "gitremote/gitremote.h"
 
@@ -33,7 +39,71 @@ struct helper {
   bool started; /* we started the sandbox: stop it again at the end */
   struct wr_bundle_header header;
   int verbosity;
+  struct wr_fetch_limits limits; /* read at `list` */
+  uint64_t deadline;             /* wr_mono_ns(): the fetch's end */
 };
+
+/* Recording the fetch inside may take this long, even past the deadline
+ * (an honest sandbox takes milliseconds; it only drives a warning). */
+#define MARK_TIMEOUT_MS 10000
+
+/* ---- limits, and what to say when one is passed -------------------------- */
+
+/* A limit that stopped the fetch: what passed it, the limit and how to
+ * raise it, should the user trust the sandbox with more. */
+static int over_limit(wr_error_t *err, const char *what, const char *key,
+                      const char *limit, const char *raise_key,
+                      const char *example) {
+  return wr_error_set(err, 0,
+                      "%s %s (%s); nothing was fetched. To allow more: "
+                      "git config %s %s",
+                      what, key, limit, raise_key, example);
+}
+
+/* A value for `git config` of at least `bytes`: a power of two. */
+static void suggest_size(uint64_t bytes, char *out, size_t size) {
+  uint64_t v = 1ull << 20;
+
+  while (v < bytes && v < (1ull << 50))
+    v *= 2;
+  if (v >= (1ull << 30))
+    snprintf(out, size, "%llug", (unsigned long long)(v >> 30));
+  else
+    snprintf(out, size, "%llum", (unsigned long long)(v >> 20));
+}
+
+static void format_secs(uint64_t ms, char *out, size_t size) {
+  snprintf(out, size, "%llu s", (unsigned long long)(ms / 1000));
+}
+
+/* `what` went on past warren.fetchTimeout: suggest four times as long. */
+static int over_time(const struct helper *h, const char *what,
+                     wr_error_t *err) {
+  char limit[32], example[32];
+  uint64_t mins = (4 * h->limits.timeout_ms + 59999) / 60000;
+
+  format_secs(h->limits.timeout_ms, limit, sizeof(limit));
+  snprintf(example, sizeof(example), "%llum", (unsigned long long)mins);
+  return over_limit(err, what, "warren.fetchTimeout", limit,
+                    "warren.fetchTimeout", example);
+}
+
+/* "DOING ... sandbox `NAME` took longer than", for over_time. */
+static int over_time_doing(const struct helper *h, const char *doing,
+                           const char *from, wr_error_t *err) {
+  char what[256];
+
+  snprintf(what, sizeof(what), "%s %s sandbox `%s` took longer than", doing,
+           from, h->name);
+  return over_time(h, what, err);
+}
+
+/* The time left of the fetch, in ms: at least 1 (0 is "no limit"). */
+static uint64_t time_left_ms(const struct helper *h) {
+  uint64_t now = wr_mono_ns();
+
+  return h->deadline > now ? (h->deadline - now) / 1000000 + 1 : 1;
+}
 
 /* ---- the sandbox --------------------------------------------------------- */
 
@@ -127,12 +197,15 @@ static int make_bundle(struct helper *h, char **path, wr_error_t *err) {
   char *argv[] = {"sh", "-c", (char *)bundle_script, "sh", h->info.mount, NULL};
   struct wr_cli_run_in r = {.argv = argv,
                             .cwd = "/",
+                            .timeout_ms = time_left_ms(h),
                             .out = &out,
                             .max_out = BUNDLE_ANSWER_MAX,
                             .errout = &errout};
 
   if (wr_cli_run_in(&h->ctx, h->name, &r, err) < 0)
     return -1;
+  if (r.timed_out)
+    return over_time_doing(h, "making the bundle", "in", err);
   if (r.exit_code == 3)
     return wr_error_set(err, 0, "%s in sandbox `%s` is not a git repository",
                         h->info.mount, h->name);
@@ -196,13 +269,16 @@ static int download(struct helper *h, const char *path, wr_error_t *err) {
   _cleanup_free_ char *url = wr_cli_sandbox_path(h->name, suffix);
   _cleanup_close_ int fd = -1;
 
-  if (wr_cli_connect(&h->ctx, &c, err) < 0 ||
-      wr_http_request_stream(c, "GET", url, NULL, NULL, 0, &resp, err) < 0)
+  if (wr_cli_connect(&h->ctx, &c, err) < 0)
     return -1;
-  if (resp.status != 200)
-    return wr_cli_stream_error(c, &resp, err);
-  if ((fd = temp_file(err)) < 0 || body_to_file(c, fd, err) < 0)
+  wr_http_client_set_deadline(c, h->deadline);
+  if (wr_http_request_stream(c, "GET", url, NULL, NULL, 0, &resp, err) < 0 ||
+      (resp.status != 200 && wr_cli_stream_error(c, &resp, err) < 0) ||
+      (fd = temp_file(err)) < 0 || body_to_file(c, fd, err) < 0) {
+    if (err->code == ETIMEDOUT && wr_mono_ns() >= h->deadline)
+      return over_time_doing(h, "downloading the bundle", "from", err);
     return -1;
+  }
   h->bundle = steal_fd(&fd);
   return 0;
 }
@@ -216,8 +292,8 @@ static void remove_inside(struct helper *h, const char *path) {
   wr_error_t err = {0};
 
   if (wr_cli_call(&h->ctx, "DELETE", url, NULL, NULL, NULL, &err) < 0)
-    fprintf(stderr, "warren: could not remove %s in sandbox `%s`: %s\n", dir,
-            h->name, err.msg);
+    wr_cli_fail(0, "could not remove %s in sandbox `%s`: %s", dir, h->name,
+                err.msg);
 }
 
 /* Read the header: grow the read until its end ("\n\n") is in, up to
@@ -267,6 +343,9 @@ static int cmd_list(struct helper *h, wr_error_t *err) {
 
   if (h->bundle >= 0)
     return wr_error_set(err, 0, "`list` was asked twice");
+  if (wr_fetch_limits_read(&h->limits, err) < 0)
+    return -1;
+  h->deadline = wr_mono_ns() + h->limits.timeout_ms * 1000000ull;
   if (check_sandbox(h, err) < 0 || make_bundle(h, &path, err) < 0)
     return -1;
   r = download(h, path, err);
@@ -303,54 +382,167 @@ static int fetch_line(const struct helper *h, const char *line,
   return 0;
 }
 
+/* ---- the pack, bounded --------------------------------------------------- */
+
+/* What git said, defused, on our stderr. */
+static void pass_on(const wr_buf_t *errout) {
+  _cleanup_(wr_buf_free) wr_buf_t safe = {0};
+
+  if (errout->len == 0)
+    return;
+  wr_cli_defuse(errout->data, errout->len, &safe);
+  fwrite(safe.data, 1, safe.len, stderr);
+}
+
+/* `git` (index-pack, cat-file) was stopped at warren.maxMemory. The
+ * default follows warren.maxObjectSize, so that is what to raise then. */
+static int over_memory(const struct helper *h, const char *git,
+                       wr_error_t *err) {
+  const struct wr_fetch_limits *l = &h->limits;
+  char what[256], limit[96], example[32];
+  size_t n;
+
+  snprintf(what, sizeof(what),
+           "%s needed more memory for the pack from sandbox `%s` than", git,
+           h->name);
+  wr_format_size(l->max_memory, limit, sizeof(limit));
+  if (l->memory_set) {
+    suggest_size(4 * l->max_memory, example, sizeof(example));
+    return over_limit(err, what, "warren.maxMemory", limit, "warren.maxMemory",
+                      example);
+  }
+  n = strlen(limit);
+  snprintf(limit + n, sizeof(limit) - n,
+           ", from warren.maxObjectSize: twice it and 256 MiB");
+  suggest_size(4 * l->max_object, example, sizeof(example));
+  return over_limit(err, what, "warren.maxMemory", limit,
+                    "warren.maxObjectSize", example);
+}
+
+/* How a bounded git ended, as an error naming the limit when one
+ * stopped it. */
+static int git_status(const struct helper *h, const char *git,
+                      const struct wr_bounded_exit *ex, const wr_buf_t *errout,
+                      wr_error_t *err) {
+  _cleanup_free_ char *said = NULL;
+  char doing[64];
+
+  if (ex->timed_out) {
+    snprintf(doing, sizeof(doing), "%s on the pack", git);
+    return over_time_doing(h, doing, "from", err);
+  }
+  if (ex->out_of_memory)
+    return over_memory(h, git, err);
+  if (ex->status == 0)
+    return 0;
+  said = errout != NULL ? wr_cli_said(errout) : xstrdup("");
+  return wr_error_set(err, 0,
+                      "%s refused the pack from sandbox `%s` (exit %d)%s%s",
+                      git, h->name, ex->status, said[0] ? ": " : "", said);
+}
+
 /*
- * The pack, from after the header, into the host repository (GIT_DIR, set
- * by git) with every object checked (`--strict`: hashes, fsck rules,
- * links), kept by a .keep file until git has updated its refs. stdout
- * says "keep\tHASH".
+ * The pack, from after the header, into the quarantine with every object
+ * checked (`--strict`: hashes, fsck rules, links, against the
+ * repository's objects too), with a .keep file that holds it until git
+ * has updated its refs. stdout says "keep\tHASH". An object git cannot
+ * allocate within warren.maxMemory stops it here.
  */
-static int index_pack(const struct helper *h, char **keep, wr_error_t *err) {
+static int index_pack(const struct helper *h, const struct wr_quarantine *q,
+                      char **hash, wr_error_t *err) {
   _cleanup_free_ char *max = xasprintf("--max-input-size=%llu", WR_BUNDLE_MAX);
   char *argv[] = {
       "git", "index-pack", "--stdin", "--strict", "--keep=git-remote-warren",
       max,   NULL};
   _cleanup_(wr_buf_free) wr_buf_t out = {0};
-  struct wr_cli_host_cmd cmd = {
-      .argv = argv, .stdin_fd = h->bundle, .out = &out, .max_out = 4096};
-  int status;
+  _cleanup_(wr_buf_free) wr_buf_t errout = {0};
+  struct wr_bounded_cmd cmd = {.argv = argv,
+                               .env = q->env,
+                               .stdin_fd = h->bundle,
+                               .out = &out,
+                               .max_out = 4096,
+                               .errout = &errout,
+                               .max_memory = h->limits.max_memory,
+                               .deadline_ns = h->deadline};
+  struct wr_bounded_exit ex;
 
   if (lseek(h->bundle, (off_t)h->header.pack_offset, SEEK_SET) < 0)
     return wr_error_set(err, errno, "seek in the bundle");
-  if (wr_cli_host_run(&cmd, &status, err) < 0)
+  if (wr_bounded_run(&cmd, &ex, err) < 0)
     return -1;
-  if (status != 0)
-    return wr_error_set(err, 0,
-                        "git index-pack refused the pack from sandbox `%s` "
-                        "(exit %d)",
-                        h->name, status);
+  if (h->verbosity > 1)
+    fprintf(stderr, "warren: git index-pack ran %s\n",
+            ex.cgroup ? "in a memory cgroup of its own"
+                      : "under rlimits (no cgroup could be made)");
+  if (git_status(h, "git index-pack", &ex, &errout, err) < 0)
+    return -1;
+  pass_on(&errout);
   if (out.data == NULL || !wr_str_has_prefix(out.data, "keep\t"))
     return wr_error_set(err, 0, "unexpected output from git index-pack");
   out.data[strcspn(out.data, "\n")] = '\0';
-  *keep = xstrdup(out.data + 5);
+  *hash = xstrdup(out.data + 5);
   return 0;
 }
 
-/* The .keep file's path, wherever the object directory is. */
-static int keep_path(const char *hash, char **path, wr_error_t *err) {
-  _cleanup_free_ char *rel = xasprintf("objects/pack/pack-%s.keep", hash);
-  char *argv[] = {"git", "rev-parse", "--git-path", rel, NULL};
-  _cleanup_(wr_buf_free) wr_buf_t out = {0};
-  struct wr_cli_host_cmd cmd = {
-      .argv = argv, .stdin_fd = -1, .out = &out, .max_out = 8192};
-  int status;
+/* What the objects index-pack took expand to, as git lists them in the
+ * quarantine: refused over warren.maxObjectSize or warren.maxTotalSize. */
+static int check_sizes(const struct helper *h, const struct wr_quarantine *q,
+                       wr_error_t *err) {
+  const struct wr_fetch_limits *l = &h->limits;
+  struct wr_object_sizes s;
+  struct wr_bounded_exit ex;
+  char what[256], size[32], limit[32], example[32];
 
-  if (wr_cli_host_run(&cmd, &status, err) < 0)
+  if (wr_quarantine_measure(q, l->max_memory, h->deadline, &s, &ex, err) < 0 ||
+      git_status(h, "git cat-file", &ex, NULL, err) < 0)
     return -1;
-  if (status != 0 || out.data == NULL)
-    return wr_error_set(err, 0, "git rev-parse --git-path failed");
-  out.data[strcspn(out.data, "\n")] = '\0';
-  *path = wr_buf_steal(&out, NULL);
+  if (h->verbosity > 1) {
+    wr_format_size(s.total, what, sizeof(what));
+    wr_format_size(s.largest, size, sizeof(size));
+    fprintf(stderr,
+            "warren: the pack holds %llu objects, %s expanded, the largest "
+            "%s\n",
+            (unsigned long long)s.objects, what, size);
+  }
+  if (s.largest > l->max_object) {
+    wr_format_size(s.largest, size, sizeof(size));
+    wr_format_size(l->max_object, limit, sizeof(limit));
+    suggest_size(s.largest, example, sizeof(example));
+    snprintf(what, sizeof(what),
+             "the pack from sandbox `%s` holds an object of %s, more than",
+             h->name, size);
+    return over_limit(err, what, "warren.maxObjectSize", limit,
+                      "warren.maxObjectSize", example);
+  }
+  if (s.total > l->max_total) {
+    wr_format_size(s.total, size, sizeof(size));
+    wr_format_size(l->max_total, limit, sizeof(limit));
+    suggest_size(s.total, example, sizeof(example));
+    snprintf(what, sizeof(what),
+             "the objects in the pack from sandbox `%s` expand to %s, more "
+             "than",
+             h->name, size);
+    return over_limit(err, what, "warren.maxTotalSize", limit,
+                      "warren.maxTotalSize", example);
+  }
   return 0;
+}
+
+/*
+ * The whole of a fetch's work on the host, within the limits read at
+ * `list` and before its deadline: index-pack into a quarantine, git's
+ * list of what the objects there expand to, then the pack's files into
+ * the repository. *lock is the .keep git is to remove once it has
+ * updated its refs (NULL: none of ours).
+ */
+static int take_pack(const struct helper *h, char **lock, wr_error_t *err) {
+  _cleanup_(wr_quarantine_remove) struct wr_quarantine q = {0};
+  _cleanup_free_ char *hash = NULL;
+
+  if (wr_quarantine_make(&q, err) < 0 || index_pack(h, &q, &hash, err) < 0 ||
+      check_sizes(h, &q, err) < 0)
+    return -1;
+  return wr_quarantine_commit(&q, hash, lock, err);
 }
 
 /* Inside: refs/warren/fetched/BRANCH for each (BRANCH, OID) pair. */
@@ -366,7 +558,10 @@ static const char mark_script[] = WR_CLI_GIT_ENV_SH
 static void mark_fetched(struct helper *h, char **pairs) {
   _cleanup_strv_ char **argv = NULL;
   _cleanup_(wr_buf_free) wr_buf_t errout = {0};
-  struct wr_cli_run_in r = {.cwd = "/", .errout = &errout};
+  struct wr_cli_run_in r = {.cwd = "/",
+                            .timeout_ms =
+                                WR_MAX(time_left_ms(h), MARK_TIMEOUT_MS),
+                            .errout = &errout};
   wr_error_t err = {0};
 
   if (pairs == NULL)
@@ -381,22 +576,24 @@ static void mark_fetched(struct helper *h, char **pairs) {
   r.argv = argv;
   if (wr_cli_run_in(&h->ctx, h->name, &r, &err) == 0) {
     _cleanup_free_ char *text = wr_cli_said(&errout);
-    if (r.exit_code == 0)
+    if (r.exit_code == 0 && !r.timed_out)
       return;
-    wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
-                 text);
+    if (r.timed_out)
+      wr_error_set(&err, 0, "it took longer than warren.fetchTimeout");
+    else
+      wr_error_set(&err, 0, "exit %d%s%s", r.exit_code, text[0] ? ": " : "",
+                   text);
   }
-  fprintf(stderr,
-          "warren: warning: could not record the fetch in sandbox `%s` (%s); "
-          "`warren rm` may call these commits unfetched\n",
-          h->name, err.msg);
+  wr_cli_fail(0,
+              "warning: could not record the fetch in sandbox `%s` (%s); "
+              "`warren rm` may call these commits unfetched",
+              h->name, err.msg);
 }
 
 /* A batch of fetch lines (the first one given) up to a blank line. */
 static int cmd_fetch(struct helper *h, const char *first, wr_error_t *err) {
   _cleanup_strv_ char **pairs = NULL;
   _cleanup_free_ char *line = NULL;
-  _cleanup_free_ char *keep = NULL;
   _cleanup_free_ char *lock = NULL;
   size_t cap = 0;
   ssize_t n;
@@ -412,10 +609,12 @@ static int cmd_fetch(struct helper *h, const char *first, wr_error_t *err) {
     if (fetch_line(h, line + 6, &pairs, err) < 0)
       return -1;
   }
-  if (index_pack(h, &keep, err) < 0 || keep_path(keep, &lock, err) < 0)
+  if (take_pack(h, &lock, err) < 0)
     return -1;
   mark_fetched(h, pairs);
-  printf("lock %s\n\n", lock);
+  if (lock != NULL)
+    printf("lock %s\n", lock);
+  printf("\n");
   return 0;
 }
 

@@ -33,6 +33,10 @@
 #define WR_INIT_TAG_MAX 64     /* tag bytes, NUL excluded */
 #define WR_INIT_CMD_MAX 256    /* command summary kept for LIST */
 #define WR_INIT_MAX_GROUPS 64
+/* The most bytes the strings of one SPAWN may take (tag, cwd, argv and
+ * env, each with its NUL): the datagram less its fixed parts, rounded
+ * down. The daemon checks requests against it before sending. */
+#define WR_INIT_SPAWN_STR_MAX (WR_INIT_MAX_MSG - 512)
 
 enum wr_init_type {
   /* daemon -> init */

@@ -25,6 +25,10 @@ struct spawn_wire {
   uint32_t argc, envc;
 };
 _Static_assert(sizeof(struct spawn_wire) == 28, "spawn wire has no padding");
+_Static_assert(HDR_SIZE + sizeof(struct spawn_wire) +
+                       WR_INIT_MAX_GROUPS * sizeof(uint32_t) <=
+                   WR_INIT_MAX_MSG - WR_INIT_SPAWN_STR_MAX,
+               "the strings of a SPAWN within WR_INIT_SPAWN_STR_MAX fit");
 
 /* A read position in an untrusted payload. */
 struct cursor {

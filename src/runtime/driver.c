@@ -178,18 +178,13 @@ static int make_dirs(const struct wr_runtime *rt, const struct wr_rt_spec *s,
   return 0;
 }
 
-/* Write a small file inside the sandbox's root, owned by its root. */
+/* A small file inside the sandbox's root, owned by its root. Whatever
+ * the sandbox put at that name (a FIFO, a symlink) is replaced, never
+ * opened; a directory there fails the operation with a clear error. */
 static int write_in_root(int rootfd, const char *path, const char *text,
                          uid_t owner, wr_error_t *err) {
-  _cleanup_close_ int fd = -1;
-
-  fd = wr_open_in_root(rootfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
-                       0644, err);
-  if (fd < 0)
-    return -1;
-  if (fchown(fd, owner, owner) < 0)
-    return wr_error_set(err, errno, "chown `%s`", path);
-  return wr_write_all(fd, text, strlen(text), err);
+  return wr_write_in_root(rootfd, "in the sandbox", path, text, strlen(text),
+                          0644, owner, err);
 }
 
 /* The mount points warren needs, and the files that name the sandbox. */
@@ -298,12 +293,14 @@ static int seed_trust(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
 static int save_baseline(const struct wr_runtime *rt,
                          const struct wr_rt_spec *spec, wr_error_t *err) {
   _cleanup_free_ char *dir = NULL, *file = NULL;
+  _cleanup_close_ int ws = -1;
 
   if (spec->ws_path == NULL || spec->ws_clone)
     return 0;
   dir = wr_rt_sandbox_dir(rt, spec->id);
   file = xasprintf("%s/" WR_WS_MANIFEST, dir);
-  if (wr_manifest_save(spec->ws_path, file, err) < 0)
+  ws = wr_workspace_open(spec, false, err);
+  if (ws < 0 || wr_manifest_save(ws, file, err) < 0)
     return wr_error_wrap(err, "record the workspace `%s`", spec->ws_path);
   return 0;
 }

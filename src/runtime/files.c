@@ -66,20 +66,6 @@ static char *split_parent(const char *norm, char **name) {
   return parent;
 }
 
-/* Reopen the inode behind an O_PATH fd. /proc/self/fd/N (the daemon's own
- * /proc) names exactly that inode, whatever has happened to its path, so
- * checking the type on the O_PATH fd first leaves no race. */
-static int reopen(int pathfd, int flags, wr_error_t *err) {
-  char proc[64];
-  int fd;
-
-  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pathfd);
-  fd = open(proc, flags | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0)
-    return wr_error_set(err, errno, "reopen");
-  return fd;
-}
-
 static char type_of(mode_t mode) {
   switch (mode & S_IFMT) {
   case S_IFDIR:
@@ -123,6 +109,7 @@ static int fill_info(const struct wr_files_ctx *c, int fd, const char *norm,
   out->path = xstrdup(norm);
   out->type = type_of(st->st_mode);
   out->size = (uint64_t)st->st_size;
+  out->allocated = (uint64_t)st->st_blocks * 512;
   out->mode = st->st_mode & 07777;
   out->uid = id_inside(c, st->st_uid);
   out->gid = id_inside(c, st->st_gid);
@@ -178,7 +165,9 @@ int wr_files_open_read(const struct wr_files_ctx *c, const char *path, int *fd,
     return wr_error_set(err, EISDIR, "read `%s`", norm);
   if (!S_ISREG(st.st_mode))
     return wr_error_set(err, EINVAL, "read `%s`: not a regular file", norm);
-  rfd = reopen(pfd, O_RDONLY, err);
+  /* /proc/self/fd/N names exactly the inode checked on the O_PATH fd,
+   * whatever has happened to its path since: no race. */
+  rfd = wr_fd_reopen(pfd, O_RDONLY, err);
   if (rfd < 0)
     return wr_error_wrap(err, "read `%s`", norm);
   if (info != NULL && fill_info(c, rfd, norm, info, NULL, err) < 0)

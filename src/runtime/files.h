@@ -35,9 +35,11 @@ struct wr_file_info {
   char *path; /* path inside the root, absolute, normalised */
   char type;  /* 'f' file, 'd' dir, 'l' symlink, 'c','b','p','s' */
   uint64_t size;
-  uint32_t mode;     /* permission bits (07777) */
-  uint32_t uid, gid; /* inside the sandbox: host id - id_base, or 65534
-                        when the host id is outside the range */
+  uint64_t allocated; /* bytes of disk it takes (st_blocks * 512): much less
+                         than size for a sparse file */
+  uint32_t mode;      /* permission bits (07777) */
+  uint32_t uid, gid;  /* inside the sandbox: host id - id_base, or 65534
+                         when the host id is outside the range */
   int64_t mtime_ms;
   char *link_target; /* symlinks only: the target text (not followed) */
 };

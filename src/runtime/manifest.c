@@ -325,13 +325,15 @@ static int visit(struct walk *w, struct frame *f, wr_error_t *err) {
   return emit(w, &e, err);
 }
 
-/* Walk the tree under dir in tree order, calling w->emit for each entry.
- * Returns 0 when done or stopped by emit, -1 on error. */
-static int walk_tree(struct walk *w, const char *dir, wr_error_t *err) {
+/* Walk the tree under the directory dirfd (borrowed) in tree order,
+ * calling w->emit for each entry. Returns 0 when done or stopped by emit,
+ * -1 on error. */
+static int walk_tree(struct walk *w, int dirfd, wr_error_t *err) {
   struct stat st;
   int fd, r;
 
-  fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOCTTY | O_CLOEXEC);
+  /* A fresh open of the same directory: its own offset, from the start. */
+  fd = wr_fd_reopen(dirfd, O_RDONLY | O_DIRECTORY, NULL);
   if (fd < 0 || fstat(fd, &st) < 0 ||
       (w->frames = xcalloc(w->lim->max_depth + 1, sizeof(*w->frames)),
        w->frames[0].dir = fdopendir(fd)) == NULL) {
@@ -339,7 +341,7 @@ static int walk_tree(struct walk *w, const char *dir, wr_error_t *err) {
     if (fd >= 0)
       close(fd);
     free(w->frames);
-    return wr_error_set(err, r, "open workspace `%s`", dir);
+    return wr_error_set(err, r, "open the workspace");
   }
   w->dev = st.st_dev;
   w->depth = 1;
@@ -363,7 +365,7 @@ static int walk_tree(struct walk *w, const char *dir, wr_error_t *err) {
     frame_free(&w->frames[--w->depth]);
   free(w->frames);
   w->frames = NULL;
-  return r < 0 ? wr_error_wrap(err, "workspace `%s`", dir) : 0;
+  return r < 0 ? wr_error_wrap(err, "the workspace") : 0;
 }
 
 static const struct wr_manifest_limits default_limits = {
@@ -401,9 +403,9 @@ static int save_entry(struct walk *w, const struct entry *e, wr_error_t *err) {
   return 0;
 }
 
-/* Walk dir into an open temporary file and make it durable. */
-static int save_to(const char *dir, FILE *out,
-                   const struct wr_manifest_limits *lim, wr_error_t *err) {
+/* Walk dirfd's tree into an open temporary file and make it durable. */
+static int save_to(int dirfd, FILE *out, const struct wr_manifest_limits *lim,
+                   wr_error_t *err) {
   struct saver s = {.out = out};
   _cleanup_free_ struct walk *w = xcalloc(1, sizeof(*w));
   int r;
@@ -413,7 +415,7 @@ static int save_to(const char *dir, FILE *out,
   w->arg = &s;
   wr_buf_init(&s.line);
   fputs(MAGIC "\n", out);
-  r = walk_tree(w, dir, err);
+  r = walk_tree(w, dirfd, err);
   wr_buf_free(&s.line);
   if (r < 0)
     return -1;
@@ -423,7 +425,7 @@ static int save_to(const char *dir, FILE *out,
   return 0;
 }
 
-int wr_manifest_save_limits(const char *dir, const char *file,
+int wr_manifest_save_limits(int dirfd, const char *file,
                             const struct wr_manifest_limits *lim,
                             wr_error_t *err) {
   _cleanup_free_ char *tmp = xasprintf("%s.XXXXXX", file);
@@ -440,7 +442,7 @@ int wr_manifest_save_limits(const char *dir, const char *file,
     return wr_error_set(err, errno, "record workspace: open `%s`", tmp);
   }
   setvbuf(out, NULL, _IOFBF, 1 << 20);
-  if (save_to(dir, out, lim, err) < 0) {
+  if (save_to(dirfd, out, lim, err) < 0) {
     unlink(tmp);
     return wr_error_wrap(err, "record workspace");
   }
@@ -452,8 +454,8 @@ int wr_manifest_save_limits(const char *dir, const char *file,
   return 0;
 }
 
-int wr_manifest_save(const char *dir, const char *file, wr_error_t *err) {
-  return wr_manifest_save_limits(dir, file, &default_limits, err);
+int wr_manifest_save(int dirfd, const char *file, wr_error_t *err) {
+  return wr_manifest_save_limits(dirfd, file, &default_limits, err);
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -737,7 +739,7 @@ static int merge_entry(struct walk *w, const struct entry *c, wr_error_t *err) {
   return reader_next(r, err);
 }
 
-json_t *wr_manifest_diff_limits(const char *dir, const char *file, size_t max,
+json_t *wr_manifest_diff_limits(int dirfd, const char *file, size_t max,
                                 const struct wr_manifest_limits *lim,
                                 wr_error_t *err) {
   _cleanup_free_ struct merge *m = xcalloc(1, sizeof(*m));
@@ -752,7 +754,7 @@ json_t *wr_manifest_diff_limits(const char *dir, const char *file, size_t max,
   w->arg = m;
   r = reader_open(&m->base, file, err);
   if (r == 0)
-    r = walk_tree(w, dir, err);
+    r = walk_tree(w, dirfd, err);
   /* After a complete walk, what is left of the baseline is gone. */
   if (r == 0 && !m->truncated && !w->cut && drain_base(m, NULL, err) < 0)
     r = -1;
@@ -765,7 +767,7 @@ json_t *wr_manifest_diff_limits(const char *dir, const char *file, size_t max,
                    m->truncated || w->truncated || m->base.truncated);
 }
 
-json_t *wr_manifest_diff(const char *dir, const char *file, size_t max,
+json_t *wr_manifest_diff(int dirfd, const char *file, size_t max,
                          wr_error_t *err) {
-  return wr_manifest_diff_limits(dir, file, max, &default_limits, err);
+  return wr_manifest_diff_limits(dirfd, file, max, &default_limits, err);
 }

@@ -26,10 +26,10 @@ struct wr_manifest_limits {
   unsigned max_depth;
 };
 
-int wr_manifest_save_limits(const char *dir, const char *file,
+int wr_manifest_save_limits(int dirfd, const char *file,
                             const struct wr_manifest_limits *lim,
                             wr_error_t *err);
-json_t *wr_manifest_diff_limits(const char *dir, const char *file, size_t max,
+json_t *wr_manifest_diff_limits(int dirfd, const char *file, size_t max,
                                 const struct wr_manifest_limits *lim,
                                 wr_error_t *err);
 

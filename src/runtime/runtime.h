@@ -75,6 +75,15 @@ bool wr_rt_can_limit(const struct wr_runtime *rt, const char *what);
 int wr_rt_check_disk(const struct wr_runtime *rt, uint64_t bytes,
                      wr_error_t *err);
 
+/* What a workspace's directory was when the sandbox was created, so that
+ * a later mount (after a reboot, or whenever the mount is missing) can
+ * tell it is still that directory (wr_workspace_open). */
+struct wr_ws_identity {
+  bool known;        /* false: a record made before identities were kept */
+  uint64_t dev, ino; /* of the directory */
+  uint64_t fsid;     /* its filesystem's statfs f_fsid; 0 when it has none */
+};
+
 /* What a sandbox is made of. Strings are borrowed. */
 struct wr_rt_spec {
   const char *id;
@@ -95,6 +104,7 @@ struct wr_rt_spec {
   const char *ws_path;
   bool ws_clone;
   uint32_t ws_uid, ws_gid;
+  struct wr_ws_identity ws_id;
 };
 
 #define WR_WORKSPACE "/workspace"
@@ -180,6 +190,30 @@ char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
 /* Read a process's start time from /proc/PID/stat (0 if gone). */
 uint64_t wr_rt_proc_start_time(pid_t pid);
 
+/* ---- workspaces (workspace.c) ----------------------------------------- */
+
+/*
+ * A workspace's host path is canonical (resolved when the sandbox was
+ * created), but the directories on it may belong to another sandbox's
+ * workspace (nested projects), which can replace one by a symlink or by
+ * another directory. So the workspace is only ever reached through
+ * wr_workspace_open: the path opened with no symlink in any component,
+ * and the directory found there compared with the one recorded. Blocks.
+ */
+/* Describe the directory fd (any kind of fd of it) as it is now. */
+int wr_workspace_identify(int fd, struct wr_ws_identity *out, wr_error_t *err);
+/* Whether a directory whose stat is st, on a filesystem with fsid, is the
+ * workspace of spec: the same owner, and (when the record has one) the
+ * same inode on the same device, or on a filesystem with the same id
+ * (some filesystems get another device number after a reboot). */
+bool wr_workspace_same(const struct wr_rt_spec *spec, const struct stat *st,
+                       uint64_t fsid);
+/* Open spec's workspace as recorded: an O_PATH fd with path_only, else
+ * O_RDONLY | O_DIRECTORY. A symlink on the way, or another directory than
+ * the recorded one, is ESTALE with a message that says what changed. */
+int wr_workspace_open(const struct wr_rt_spec *spec, bool path_only,
+                      wr_error_t *err);
+
 /* ---- workspace manifest (manifest.c) ---------------------------------- */
 
 /* A direct-mode workspace's baseline: the state of every entry under it,
@@ -187,15 +221,16 @@ uint64_t wr_rt_proc_start_time(pid_t pid);
  * show every change since, including those git does not show. The walk
  * never follows symlinks nor crosses into other filesystems and is
  * bounded; the tree may be changed by the sandbox while it runs. */
-/* Record every entry under DIR (not following symlinks, not crossing into
- * other filesystems) in FILE (written atomically, 0600). */
-int wr_manifest_save(const char *dir, const char *file, wr_error_t *err);
-/* Compare DIR now with the manifest FILE. Returns {"changes":[{"path":
+/* Record every entry under the directory dirfd (an open directory, from
+ * wr_workspace_open; not following symlinks, not crossing into other
+ * filesystems) in FILE (written atomically, 0600). */
+int wr_manifest_save(int dirfd, const char *file, wr_error_t *err);
+/* Compare dirfd's tree now with the manifest FILE. Returns {"changes":[{"path":
  * "rel/path","change":"added"|"deleted"|"modified"|"metadata","type":
  * "file"|"dir"|"symlink"|"other"}, ...], "truncated": bool} sorted by
  * path, at most MAX changes; NULL with err on failure (ENOENT when there
  * is no manifest). */
-json_t *wr_manifest_diff(const char *dir, const char *file, size_t max,
+json_t *wr_manifest_diff(int dirfd, const char *file, size_t max,
                          wr_error_t *err);
 
 #endif

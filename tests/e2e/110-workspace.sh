@@ -214,7 +214,7 @@ test_a_symlinked_mount_point_never_reaches_the_host() {
   rmdir "$root/workspace"
   ln -s /etc "$root/workspace"
   out=$(must_fail "$WARREN" start ws-link)
-  assert_contains "$out" "/workspace in the sandbox is not a directory" "start"
+  assert_contains "$out" "/workspace in the sandbox is a symlink, not a directory" "start"
   if grep -q " /etc .*idmapped" /proc/self/mountinfo; then
     fail "something was mounted on the host's /etc"
   fi

@@ -255,8 +255,9 @@ test_fetch_errors_say_what_to_do() {
 
 # A sandbox in control of its own git: the bundle it makes lists a ref
 # that climbs out of refs/heads, or another remote's ref, or carries a
-# broken pack for a commit the host lacks. Each is refused, and nothing
-# reaches the host's refs or packs.
+# broken pack for a commit the host lacks (cut short, or with a bad
+# checksum: refused by the host's index-pack, which says why). Each is
+# refused, and nothing reaches the host's refs or packs.
 test_forged_bundles_are_refused() {
   local d=/tmp/wr-clone-forged r out refs_before
   make_repo "$d"
@@ -267,26 +268,34 @@ test_forged_bundles_are_refused() {
 #!/bin/sh
 if [ \"\$1\" = bundle ] && [ \"\$2\" = create ]; then
   { printf '# v2 git bundle\n%s %s\n\n' \"\$(cat /forged-oid)\" \"\$(cat /forged-ref)\"
-    printf 'PACK\0\0\0\2\0\0\0\1'; } > \"\$4\"
+    cat /forged-pack; } > \"\$4\"
   exit 0
 fi
 exec /usr/bin/git \"\$@\"
 EOF
 chmod 755 /usr/local/bin/git
 cd /workspace && git rev-parse HEAD > /forged-oid
+printf 'PACK\0\0\0\2\0\0\0\1' > /forged-pack
 echo refs/heads/../../config > /forged-ref"
   out=$(cd "$r" && must_fail git fetch warren-cl-forge)
   assert_contains "$out" "not a valid branch or tag name" "forged ref name"
   inside cl-forge "echo refs/remotes/origin/main > /forged-ref"
   out=$(cd "$r" && must_fail git fetch warren-cl-forge)
   assert_contains "$out" "not a valid branch or tag name" "a remote's ref"
-  # A valid header for a new commit, with a broken pack: the host's
-  # index-pack refuses it.
+  # A valid header for a new commit, with a pack cut short.
   inside cl-forge 'cd /workspace && git -c user.name=a \
     -c user.email=a@example.invalid commit -q --allow-empty -m new &&
     git rev-parse HEAD > /forged-oid && echo refs/heads/main > /forged-ref'
   out=$(cd "$r" && must_fail git fetch warren-cl-forge)
-  assert_contains "$out" "index-pack refused the pack" "broken pack"
+  assert_contains "$out" "index-pack refused the pack from sandbox \`cl-forge\` (exit 128): fatal: early EOF" \
+    "a pack cut short"
+  # An empty pack with a checksum of zeros: the host's index-pack refuses
+  # it, and says why.
+  inside cl-forge "{ printf 'PACK\0\0\0\2\0\0\0\0'; head -c 20 /dev/zero; } \
+    > /forged-pack"
+  out=$(cd "$r" && must_fail git fetch warren-cl-forge)
+  assert_contains "$out" "index-pack refused the pack from sandbox \`cl-forge\` (exit 128): fatal: pack is corrupted" \
+    "bad checksum"
   assert_eq "$refs_before" "$(git -C "$r" for-each-ref)" "host refs"
   assert_eq "" "$(ls "$r"/.git/objects/pack/*.pack 2>/dev/null || true)" \
     "host packs"

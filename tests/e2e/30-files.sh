@@ -99,6 +99,14 @@ test_cp_out_of_sandbox() {
   assert_eq 700 "$(stat -c %a "$tmp/backup/lib")" "mode kept"
   "$WARREN" cp fl-cpout:/srv/app "$tmp/backup"
   assert_eq a "$(cat "$tmp/backup/app/a")" "dir into an existing dir"
+  # Again, onto the copy: the trees merge, files are replaced.
+  echo mine >"$tmp/backup/app/lib/mine"
+  "$WARREN" exec fl-cpout -- sh -c 'echo a2 >/srv/app/a'
+  "$WARREN" cp fl-cpout:/srv/app "$tmp/backup"
+  assert_eq a2 "$(cat "$tmp/backup/app/a")" "a file replaced by the merge"
+  assert_eq mine "$(cat "$tmp/backup/app/lib/mine")" "a host file kept by the merge"
+  assert_eq b "$(cat "$tmp/backup/app/lib/b")" "a file merged into a directory"
+  assert_eq "" "$(find "$tmp" -name '.warren-*')" "temporary files"
   out=$("$WARREN" cp fl-cpout:/srv/app - | tar -t | sort)
   assert_eq "app/
 app/a

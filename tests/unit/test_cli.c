@@ -634,6 +634,72 @@ static void test_table(void **state) {
   wr_cli_table_free(&t);
 }
 
+/* Names a sandbox made reach the terminal quoted as ls quotes them, and
+ * only when they need it; what comes back through a shell is the name. */
+static void test_quote(void **state) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"plain", "plain"},
+      {"with space/and.dots", "with space/and.dots"},
+      {"caf\xc3\xa9 \xe2\x9c\x93", "caf\xc3\xa9 \xe2\x9c\x93"},
+      {"", ""},
+      {"a\x1b]0;pwned\x07"
+       "b",
+       "'a'$'\\033'']0;pwned'$'\\a''b'"},
+      {"\x1b[2J", "$'\\033''[2J'"},
+      {"line\nnext", "'line'$'\\n''next'"},
+      {"cr\rhide", "'cr'$'\\r''hide'"},
+      {"it's\t", "'it'\\''s'$'\\t'"},
+      {"del\x7f", "'del'$'\\177'"},
+      {"csi\xc2\x9b", "'csi'$'\\302\\233'"}, /* U+009B */
+      {"bad\xff\xfe", "'bad'$'\\377\\376'"}, /* not UTF-8 */
+      {"\xe2\x80\xae"
+       "evil",
+       "$'\\342\\200\\256''evil'"}, /* RLO */
+      {"cut\xc3", "'cut'$'\\303'"}, /* truncated */
+  };
+  (void)state;
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(cases); i++) {
+    char *q = wr_cli_quote(cases[i].in);
+    assert_string_equal(q, cases[i].out);
+    free(q);
+  }
+}
+
+static void test_safe_text(void **state) {
+  char *t;
+  (void)state;
+
+  t = wr_cli_safe_text("no such file `a\x1b[31mb`\n\tnext line");
+  assert_string_equal(t, "no such file `a\\033[31mb`\n\tnext line");
+  free(t);
+  t = wr_cli_safe_text("\r\xc2\x9b\xff ok \xc3\xa9");
+  assert_string_equal(t, "\\r\\302\\233\\377 ok \xc3\xa9");
+  free(t);
+}
+
+/* Every cell of a table is quoted: no escape byte reaches the output. */
+static void test_table_quotes_cells(void **state) {
+  struct wr_cli_table t;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  (void)state;
+
+  wr_cli_table_init(&t, 2);
+  wr_cli_table_add(&t, (const char *const[]){"PATH", "KIND"});
+  wr_cli_table_add(&t, (const char *const[]){"x\x1b[8m", "file"});
+  wr_cli_table_print(&t, f);
+  fclose(f);
+  assert_null(memchr(text, 0x1b, len));
+  assert_string_equal(text, "PATH              KIND\n"
+                            "'x'$'\\033''[8m'   file\n");
+  free(text);
+  wr_cli_table_free(&t);
+}
+
 static void test_base64(void **state) {
   static const struct {
     const char *in, *out;
@@ -886,6 +952,9 @@ int main(void) {
       cmocka_unit_test(test_cp_locations),
       cmocka_unit_test(test_times),
       cmocka_unit_test(test_table),
+      cmocka_unit_test(test_quote),
+      cmocka_unit_test(test_safe_text),
+      cmocka_unit_test(test_table_quotes_cells),
       cmocka_unit_test(test_base64),
       cmocka_unit_test(test_json_accessors),
       cmocka_unit_test(test_policy_rule_parse),

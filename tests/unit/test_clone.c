@@ -368,6 +368,49 @@ static void test_git_dir_not_a_dir(void **state) {
   free(file);
 }
 
+/* A repository inside another sandbox's workspace may be hostile: a FIFO
+ * where a file is read never blocks (the alarm fails the test instead),
+ * and nothing leads out of the tree. */
+static void test_git_dir_hostile(void **state) {
+  struct repo *r = *state;
+  char *dotgit = xasprintf("%s/.git", r->top);
+  char *out = xasprintf("%s-outside", r->top);
+  char *p = NULL, *q = NULL, *gd = NULL;
+  wr_error_t err = {0};
+
+  alarm(20);
+  /* .git itself a FIFO. */
+  assert_int_equal(mkfifo(dotgit, 0644), 0);
+  assert_int_equal(wr_cli_clone_check(r->top, &gd, &err), -1);
+  assert_non_null(strstr(err.msg, "is a fifo"));
+  unlink(dotgit);
+  /* .git a symlink to a repository outside the tree. */
+  git_skeleton(out);
+  put(out, "refs/heads/main", OID1 "\n");
+  assert_int_equal(symlink(out, dotgit), 0);
+  assert_int_equal(wr_cli_clone_git_dir(r->top, &gd, &err), -1);
+  assert_non_null(strstr(err.msg, "outside"));
+  unlink(dotgit);
+  /* A real one whose packed-refs is a FIFO and whose refs/heads leads out
+   * of the tree: no branch is seen, nothing blocks. */
+  git_skeleton(dotgit);
+  p = xasprintf("%s/packed-refs", dotgit);
+  assert_int_equal(mkfifo(p, 0644), 0);
+  free(p);
+  p = xasprintf("%s/refs/heads", dotgit);
+  q = xasprintf("%s/refs/heads", out);
+  assert_int_equal(rmdir(p), 0);
+  assert_int_equal(symlink(q, p), 0);
+  free(p);
+  free(q);
+  assert_int_equal(wr_cli_clone_check(r->top, &gd, &err), -1);
+  assert_non_null(strstr(err.msg, "has no commits"));
+  alarm(0);
+  wr_rm_rf(out, NULL);
+  free(out);
+  free(dotgit);
+}
+
 /* ---- rm's check ---------------------------------------------------------- */
 
 static int parse_unfetched(const char *text, struct wr_cli_unfetched **u,
@@ -463,6 +506,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_git_dir_packed, repo_setup,
                                       repo_teardown),
       cmocka_unit_test_setup_teardown(test_git_dir_gitfile, repo_setup,
+                                      repo_teardown),
+      cmocka_unit_test_setup_teardown(test_git_dir_hostile, repo_setup,
                                       repo_teardown),
       cmocka_unit_test_setup_teardown(test_git_dir_not_a_dir, repo_setup,
                                       repo_teardown),

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "common/common.h"
 
@@ -221,6 +223,178 @@ static void test_open_in_root(void **state) {
   close(root);
 }
 
+/* A scratch root with the kinds of file a hostile sandbox plants. */
+static char *hostile_root(int *rootfd) {
+  char tmpl[] = "/tmp/wr-test-XXXXXX";
+  char *dir = xstrdup(mkdtemp(tmpl));
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int s;
+
+  *rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  assert_true(*rootfd >= 0);
+  assert_int_equal(mkdirat(*rootfd, "etc", 0755), 0);
+  assert_int_equal(mkfifoat(*rootfd, "etc/fifo", 0644), 0);
+  assert_int_equal(symlinkat("/etc/passwd", *rootfd, "etc/link"), 0);
+  assert_int_equal(symlinkat("etc", *rootfd, "etcl"), 0);
+  assert_int_equal(mkdirat(*rootfd, "etc/dir", 0755), 0);
+  assert_int_equal(wr_write_file_at(*rootfd, "etc/small", "a:b\n", 4, NULL), 0);
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/etc/sock", dir);
+  s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  close(s);
+  return dir;
+}
+
+/* Reads in a root refuse every kind of file but a regular one, with a
+ * message naming it, and never wait: a FIFO with no writer would block an
+ * open for ever (the alarm fails the test instead). */
+static void test_read_in_root_refuses_what_is_not_a_file(void **state) {
+  static const struct {
+    const char *path, *says;
+    int code;
+  } bad[] = {
+      {"/etc/fifo", "/etc/fifo in the sandbox is a fifo, not a regular file",
+       EINVAL},
+      {"/etc/sock", "/etc/sock in the sandbox is a socket, not a regular file",
+       EINVAL},
+      {"/etc/link",
+       "/etc/link in the sandbox is a symlink, not a regular "
+       "file",
+       EINVAL},
+      {"/etc/dir",
+       "/etc/dir in the sandbox is a directory, not a regular "
+       "file",
+       EINVAL},
+      {"/etc/none", "/etc/none in the sandbox: No such file", ENOENT},
+  };
+  int root;
+  char *dir = hostile_root(&root), *text = NULL;
+  size_t len = 0;
+  wr_error_t err = {0};
+  (void)state;
+
+  alarm(20);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(bad); i++) {
+    assert_int_equal(wr_read_in_root(root, "in the sandbox", bad[i].path, 64,
+                                     &text, &len, &err),
+                     -1);
+    if (strstr(err.msg, bad[i].says) == NULL)
+      fail_msg("%s: `%s`", bad[i].path, err.msg);
+    assert_int_equal(err.code, bad[i].code);
+  }
+  /* A symlink in the middle is followed, but only inside the root. */
+  assert_int_equal(wr_read_in_root(root, "in the sandbox", "/etcl/small", 64,
+                                   &text, &len, &err),
+                   0);
+  assert_string_equal(text, "a:b\n");
+  assert_int_equal(len, 4);
+  free(text);
+  /* ...unless no symlink may be on the way at all. */
+  assert_int_equal(wr_open_confined(root, "here", "etcl/small",
+                                    WR_CONFINED_NO_SYMLINKS, NULL, &err),
+                   -1);
+  assert_int_equal(err.code, ELOOP);
+  assert_non_null(strstr(err.msg, "etcl/small here leads through a symlink"));
+  /* A directory when one is wanted; a file is not one. */
+  int fd =
+      wr_open_confined(root, "here", "etc/dir", WR_CONFINED_DIR, NULL, &err);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(
+      wr_open_confined(root, "here", "etc/small", WR_CONFINED_DIR, NULL, &err),
+      -1);
+  assert_int_equal(err.code, ENOTDIR);
+  assert_non_null(
+      strstr(err.msg, "etc/small here is a regular file, not a directory"));
+  /* Beneath: a way out is an error, not the root's own "/". */
+  assert_int_equal(symlinkat("/etc", root, "etc/abs"), 0);
+  assert_int_equal(wr_open_confined(root, "here", "etc/abs/passwd",
+                                    WR_CONFINED_BENEATH, NULL, &err),
+                   -1);
+  assert_int_equal(err.code, EXDEV);
+  assert_non_null(strstr(err.msg, "etc/abs/passwd here leads outside it"));
+  alarm(0);
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  close(root);
+  free(dir);
+}
+
+/* A sparse file of a terabyte is refused by its size, before a byte is
+ * read; a file within the bound is read whole. */
+static void test_read_in_root_bounds_the_size(void **state) {
+  int root, fd;
+  char *dir = hostile_root(&root), *text = NULL;
+  wr_error_t err = {0};
+  (void)state;
+
+  fd = openat(root, "etc/huge", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, (off_t)1 << 40), 0);
+  close(fd);
+  assert_int_equal(wr_read_in_root(root, "in the sandbox", "/etc/huge",
+                                   4u << 20, &text, NULL, &err),
+                   -1);
+  assert_int_equal(err.code, EFBIG);
+  assert_non_null(strstr(err.msg, "/etc/huge in the sandbox is 1.0 TiB, more "
+                                  "than the 4.0 MiB it may be"));
+  assert_int_equal(
+      wr_read_in_root(root, "in it", "etc/small", 4, &text, NULL, &err), 0);
+  assert_string_equal(text, "a:b\n");
+  free(text);
+  assert_int_equal(
+      wr_read_in_root(root, "in it", "etc/small", 3, &text, NULL, &err), -1);
+  assert_int_equal(err.code, EFBIG);
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  close(root);
+  free(dir);
+}
+
+/* A write replaces a FIFO or a symlink standing at the name (never opening
+ * it, never writing through it) and refuses a directory. */
+static void test_write_in_root_replaces_never_opens(void **state) {
+  int root;
+  char *dir = hostile_root(&root), *text = NULL;
+  _cleanup_free_ char *outside = NULL, *check = NULL;
+  struct stat st;
+  wr_error_t err = {0};
+  (void)state;
+
+  alarm(20);
+  outside = xasprintf("%s/outside", dir);
+  assert_int_equal(wr_write_file(outside, "keep", 4, 0644, NULL), 0);
+  assert_int_equal(unlinkat(root, "etc/link", 0), 0);
+  assert_int_equal(symlinkat(outside, root, "etc/link"), 0);
+  assert_int_equal(wr_write_in_root(root, "in the sandbox", "/etc/fifo",
+                                    "one\n", 4, 0640, getuid(), &err),
+                   0);
+  assert_int_equal(wr_write_in_root(root, "in the sandbox", "/etc/link",
+                                    "two\n", 4, 0644, getuid(), &err),
+                   0);
+  assert_int_equal(fstatat(root, "etc/fifo", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(st.st_mode & 07777, 0640);
+  assert_int_equal(
+      wr_read_in_root(root, "in it", "etc/link", 64, &text, NULL, &err), 0);
+  assert_string_equal(text, "two\n");
+  free(text);
+  assert_int_equal(wr_read_file(outside, 64, &text, NULL, &err), 0);
+  assert_string_equal(text, "keep");
+  free(text);
+  assert_int_equal(wr_write_in_root(root, "in the sandbox", "/etc/dir", "x", 1,
+                                    0644, getuid(), &err),
+                   -1);
+  assert_int_equal(err.code, EISDIR);
+  assert_non_null(
+      strstr(err.msg, "/etc/dir in the sandbox is a directory, not a file"));
+  /* Nothing temporary is left behind. */
+  check = xasprintf("test -z \"$(ls -A %s/etc | grep wr-tmp)\"", dir);
+  assert_int_equal(system(check), 0);
+  alarm(0);
+  assert_int_equal(wr_rm_rf(dir, &err), 0);
+  close(root);
+  free(dir);
+}
+
 static void test_rm_rf_deep(void **state) {
   char tmpl[] = "/tmp/wr-test-XXXXXX";
   char *dir = mkdtemp(tmpl);
@@ -285,6 +459,32 @@ static void test_rm_rf_wide(void **state) {
   assert_int_equal(access(dir, F_OK), -1);
 }
 
+/* What a terminal could obey instead of showing, and UTF-8 decoding at
+ * the end of a buffer. */
+static void test_text_safety(void **state) {
+  static const char *const safe[] = {"", "plain text", "caf\xc3\xa9",
+                                     "\xf0\x9f\x90\x87 rabbit", "tab-free"};
+  static const char *const unsafe[] = {
+      "\x1b[31m", "a\nb",     "a\tb",         "\x7f",
+      "\xc2\x9b", "\xc2\x80", "\xe2\x80\xae", "\xe2\x81\xa6",
+      "\xff",     "\xc3",     "\xed\xa0\x80", /* a surrogate */
+      "\xc0\xaf",                             /* overlong "/" */
+  };
+  bool bad;
+  (void)state;
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(safe); i++)
+    assert_true(wr_text_is_safe(safe[i]));
+  for (size_t i = 0; i < WR_ARRAY_SIZE(unsafe); i++)
+    assert_false(wr_text_is_safe(unsafe[i]));
+  assert_int_equal(wr_utf8_seq("\xc3\xa9", 1), 0); /* cut by the end */
+  assert_int_equal(wr_utf8_seq("\xc3\xa9", 2), 2);
+  assert_int_equal(wr_text_unit("\xe2\x9c\x93x", 4, &bad), 3);
+  assert_false(bad);
+  assert_int_equal(wr_text_unit("\xe2\x9c", 2, &bad), 1);
+  assert_true(bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_wrap),
@@ -296,8 +496,12 @@ int main(void) {
       cmocka_unit_test(test_ring),
       cmocka_unit_test(test_json_unpack),
       cmocka_unit_test(test_open_in_root),
+      cmocka_unit_test(test_read_in_root_refuses_what_is_not_a_file),
+      cmocka_unit_test(test_read_in_root_bounds_the_size),
+      cmocka_unit_test(test_write_in_root_replaces_never_opens),
       cmocka_unit_test(test_rm_rf_deep),
       cmocka_unit_test(test_rm_rf_wide),
+      cmocka_unit_test(test_text_safety),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,10 +87,39 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* The manifest functions take the workspace as an open directory, as
+ * wr_workspace_open gives it. */
+static int save_at(const struct fx *f, const struct wr_manifest_limits *lim,
+                   wr_error_t *err) {
+  int fd = open(f->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s`", f->ws);
+  r = lim ? wr_manifest_save_limits(fd, f->manifest, lim, err)
+          : wr_manifest_save(fd, f->manifest, err);
+  close(fd);
+  return r;
+}
+
+static json_t *diff_at(const struct fx *f, size_t max,
+                       const struct wr_manifest_limits *lim, wr_error_t *err) {
+  int fd = open(f->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  json_t *d;
+
+  if (fd < 0) {
+    wr_error_set(err, errno, "open `%s`", f->ws);
+    return NULL;
+  }
+  d = lim ? wr_manifest_diff_limits(fd, f->manifest, max, lim, err)
+          : wr_manifest_diff(fd, f->manifest, max, err);
+  close(fd);
+  return d;
+}
+
 static void save(const struct fx *f) {
   wr_error_t err = {0};
 
-  if (wr_manifest_save(f->ws, f->manifest, &err) < 0)
+  if (save_at(f, NULL, &err) < 0)
     fail_msg("save: %s", err.msg);
   /* Timestamps come from a clock that may tick coarsely: make sure what
    * the test changes next is not stamped with the baseline's time. */
@@ -121,8 +150,7 @@ static char *changes_text(const json_t *d) {
 static char *diff_limits(const struct fx *f, size_t max,
                          const struct wr_manifest_limits *lim) {
   wr_error_t err = {0};
-  json_t *d = lim ? wr_manifest_diff_limits(f->ws, f->manifest, max, lim, &err)
-                  : wr_manifest_diff(f->ws, f->manifest, max, &err);
+  json_t *d = diff_at(f, max, lim, &err);
   char *text;
 
   if (d == NULL)
@@ -309,7 +337,7 @@ static void test_depth_limit(void **state) {
   mk(f, "a/b/c");
   mk(f, "a/b/c/d");
   wr_error_t err = {0};
-  assert_int_equal(wr_manifest_save_limits(f->ws, f->manifest, &lim, &err), 0);
+  assert_int_equal(save_at(f, &lim, &err), 0);
   usleep(20000);
   put(f, "a/b/c/d/deep", "x");
   put(f, "a/b/shallow", "x");
@@ -339,7 +367,7 @@ static void test_entry_limit(void **state) {
       put(f, p, "x");
     }
   }
-  assert_int_equal(wr_manifest_save_limits(f->ws, f->manifest, &lim, &err), 0);
+  assert_int_equal(save_at(f, &lim, &err), 0);
   usleep(20000);
   assert_int_equal(unlink(at(f, "d1/f1")), 0);
   put(f, "d3/new", "x");
@@ -362,7 +390,7 @@ static void test_wide_dir(void **state) {
     snprintf(p, sizeof(p), "wide/f%02d", i);
     put(f, p, "x");
   }
-  assert_int_equal(wr_manifest_save_limits(f->ws, f->manifest, &lim, &err), 0);
+  assert_int_equal(save_at(f, &lim, &err), 0);
   usleep(20000);
   put(f, "wide/f99", "x");
   put(f, "README", "changed");
@@ -391,7 +419,7 @@ static void test_missing_manifest(void **state) {
   struct fx *f = *state;
   wr_error_t err = {0};
 
-  assert_null(wr_manifest_diff(f->ws, f->manifest, 10, &err));
+  assert_null(diff_at(f, 10, NULL, &err));
   assert_int_equal(err.code, ENOENT);
 }
 
@@ -416,7 +444,7 @@ static void test_damaged_manifest(void **state) {
   for (size_t i = 0; i < WR_ARRAY_SIZE(bad); i++) {
     assert_int_equal(
         wr_write_file(f->manifest, bad[i], strlen(bad[i]), 0600, NULL), 0);
-    if (wr_manifest_diff(f->ws, f->manifest, 10, &err) != NULL)
+    if (diff_at(f, 10, NULL, &err) != NULL)
       fail_msg("damaged manifest %zu accepted", i);
     assert_int_equal(err.code, EINVAL);
   }

@@ -21,6 +21,7 @@
 
 #include "common/common.h"
 #include "common/tar.h"
+#include "common/tar_sparse.h"
 
 #define ID_BASE 268500992u
 #define ID_BASE2 (ID_BASE + 65536u)
@@ -125,8 +126,14 @@ static int setup(void **state) {
   t->srcfd = open(t->src, O_PATH | O_DIRECTORY | O_CLOEXEC);
   t->dstfd = open(t->dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
   assert_true(t->srcfd >= 0 && t->dstfd >= 0);
-  t->sctx = (struct wr_tar_ctx){t->srcfd, ID_BASE, ID_COUNT, true};
-  t->dctx = (struct wr_tar_ctx){t->dstfd, ID_BASE2, ID_COUNT, true};
+  t->sctx = (struct wr_tar_ctx){.rootfd = t->srcfd,
+                                .id_base = ID_BASE,
+                                .id_count = ID_COUNT,
+                                .map_ids = true};
+  t->dctx = (struct wr_tar_ctx){.rootfd = t->dstfd,
+                                .id_base = ID_BASE2,
+                                .id_count = ID_COUNT,
+                                .map_ids = true};
   *state = t;
   return 0;
 }
@@ -400,6 +407,61 @@ static void assert_tree_copied(const char *src_dir, const char *dst_dir,
   assert_int_equal(st.st_mtim.tv_sec, 1300000000);
 }
 
+/* ---- sparse files ------------------------------------------------------ */
+
+#define TIB (1ull << 40)
+
+/* Where the data of the sparse test file is, and what it is. */
+static const struct {
+  uint64_t off;
+  const char *text;
+} sparse_bits[] = {
+    {0, "head"},
+    {(1ull << 30) + 5, "a gigabyte in"},
+    {TIB / 2, "middle"},
+    {TIB - 4, "tail"},
+};
+
+/* A 1 TiB file holding only sparse_bits. */
+static void make_sparse(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, (off_t)TIB), 0);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(sparse_bits); i++) {
+    size_t n = strlen(sparse_bits[i].text);
+    assert_int_equal(
+        pwrite(fd, sparse_bits[i].text, n, (off_t)sparse_bits[i].off),
+        (ssize_t)n);
+  }
+  close(fd);
+}
+
+/* The copy has the size, the data and (nearly) none of the disk. */
+static void assert_sparse_copy(const char *path) {
+  char buf[64];
+  struct stat st;
+  int fd;
+
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal((uint64_t)st.st_size, TIB);
+  if ((uint64_t)st.st_blocks * 512 > (1u << 20))
+    fail_msg("`%s` takes %llu bytes of disk", path,
+             (unsigned long long)st.st_blocks * 512);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(sparse_bits); i++) {
+    size_t n = strlen(sparse_bits[i].text);
+    assert_int_equal(pread(fd, buf, n, (off_t)sparse_bits[i].off), (ssize_t)n);
+    assert_memory_equal(buf, sparse_bits[i].text, n);
+  }
+  /* A hole reads as zeros. */
+  assert_int_equal(pread(fd, buf, 8, (off_t)(TIB / 4)), 8);
+  assert_memory_equal(buf, "\0\0\0\0\0\0\0\0", 8);
+  close(fd);
+}
+
 static void test_roundtrip(void **state) {
   struct tx *t = *state;
   struct wr_tar_stats stats;
@@ -466,6 +528,327 @@ static void test_gnu_tar_interop(void **state) {
     assert_int_equal(lstat(plain, &b), 0);
     assert_int_equal(a.st_ino, b.st_ino);
   }
+}
+
+/* A terabyte of holes goes through as a few blocks, and comes out as one. */
+static void test_sparse_roundtrip(void **state) {
+  struct tx *t = *state;
+  struct wr_tar_stats stats, measured;
+  struct wr_tar_ctx bounded = t->dctx;
+  wr_error_t err = {0};
+  struct stat st;
+
+  /* Should holes ever become zeros again, this fails instead of filling
+   * the disk. */
+  bounded.max_bytes = 16u << 20;
+  assert_int_equal(mkdir(at(t->src, "s"), 0755), 0);
+  make_sparse(at(t->src, "s/big"));
+  put(at(t->src, "s/plain"), "no holes here", 0644);
+  assert_int_equal(close(open(at(t->src, "s/allhole"),
+                              O_WRONLY | O_CREAT | O_CLOEXEC, 0600)),
+                   0);
+  assert_int_equal(truncate(at(t->src, "s/allhole"), (off_t)TIB), 0);
+  assert_int_equal(wr_tar_measure(&t->sctx, "/s", false, &measured, &err), 0);
+  assert_true(measured.bytes < (1u << 20));
+  pipe_through(&t->sctx, "/s", false, &bounded, "/", &stats);
+  assert_sparse_copy(at(t->dst, "s/big"));
+  assert_same_file(at(t->src, "s/plain"), at(t->dst, "s/plain"));
+  assert_int_equal(lstat(at(t->dst, "s/allhole"), &st), 0);
+  assert_int_equal((uint64_t)st.st_size, TIB);
+  assert_int_equal(st.st_blocks, 0);
+  assert_int_equal(lstat(at(t->dst, "s/big"), &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0640);
+  /* Data counts, holes do not: the big file's blocks plus the plain one. */
+  assert_true(stats.bytes < (1u << 20));
+  assert_int_equal(measured.bytes, stats.bytes);
+  assert_int_equal(measured.files, stats.files);
+  assert_int_equal(measured.dirs, stats.dirs);
+}
+
+/* GNU tar reads our sparse files and we read its, in both of its formats;
+ * its PAX 0.x formats are refused, never written wrong. */
+static void test_sparse_gnu_interop(void **state) {
+  struct tx *t = *state;
+  const char *formats[] = {"--format=posix", "--format=gnu"};
+  char cmd[1024], file[256];
+  wr_error_t err = {0};
+  int fd;
+
+  struct wr_tar_ctx bounded = t->dctx;
+  struct wr_tar_stats measured;
+
+  bounded.max_bytes = 16u << 20;
+  make_sparse(at(t->src, "big"));
+  assert_int_equal(wr_tar_measure(&t->sctx, "/big", false, &measured, &err), 0);
+  assert_true(measured.bytes < (1u << 20)); /* else the next line fills /tmp */
+  snprintf(file, sizeof(file), "%s/ours.tar", t->base);
+  create_file(&t->sctx, "/big", false, file);
+  assert_int_equal(mkdir(at(t->base, "gnu"), 0755), 0);
+  snprintf(cmd, sizeof(cmd), "tar -C %s/gnu -xf %s", t->base, file);
+  run(cmd);
+  assert_sparse_copy(at(t->base, "gnu/big"));
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(formats); i++) {
+    char dir[32];
+
+    snprintf(cmd, sizeof(cmd), "tar %s --sparse -C %s -cf %s/gnu%zu.tar big",
+             formats[i], t->src, t->base, i);
+    run(cmd);
+    snprintf(file, sizeof(file), "%s/gnu%zu.tar", t->base, i);
+    snprintf(dir, sizeof(dir), "/from%zu", i);
+    fd = open(file, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    if (wr_tar_extract(&bounded, dir, true, fd, NULL, &err) < 0)
+      fail_msg("extract %s: %s", formats[i], err.msg);
+    close(fd);
+    snprintf(file, sizeof(file), "from%zu/big", i);
+    assert_sparse_copy(at(t->dst, file));
+  }
+
+  snprintf(cmd, sizeof(cmd),
+           "tar --format=posix --sparse --sparse-version=0.1 -C %s "
+           "-cf %s/old.tar big",
+           t->src, t->base);
+  run(cmd);
+  snprintf(file, sizeof(file), "%s/old.tar", t->base);
+  fd = open(file, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(wr_tar_extract(&bounded, "/old", true, fd, NULL, &err), -1);
+  assert_non_null(strstr(err.msg, "format 0.x"));
+  close(fd);
+  assert_false(exists(at(t->dst, "old/big")));
+}
+
+/* The map text round trip, and the checks a map from outside must pass. */
+static void test_sparse_maps(void **state) {
+  struct wr_sparse a = {.realsize = 10000}, b = {0};
+  struct wr_sparse_parser p = {0};
+  wr_error_t err = {0};
+  wr_buf_t text;
+  (void)state;
+
+  assert_int_equal(wr_sparse_add(&a, 0, 100, &err), 0);
+  assert_int_equal(wr_sparse_add(&a, 4096, 4096, &err), 0);
+  wr_buf_init(&text);
+  wr_sparse_map_text(&a, &text);
+  assert_int_equal(text.len % 512, 0);
+  assert_string_equal(text.data, "3\n0\n100\n4096\n4096\n10000\n0\n");
+  assert_int_equal(wr_sparse_parse(&p, &b, text.data, text.len, &err), 1);
+  b.realsize = 10000;
+  assert_int_equal(b.n, 3);
+  assert_int_equal(b.v[1].off, 4096);
+  assert_int_equal(b.data, 4196);
+  assert_int_equal(wr_sparse_check(&b, 4196, &err), 0);
+  assert_int_equal(wr_sparse_check(&b, 4195, &err), -1);
+  assert_non_null(strstr(err.msg, "claims 4196 bytes"));
+  b.realsize = 8000;
+  assert_int_equal(wr_sparse_check(&b, 4196, &err), -1);
+  assert_non_null(strstr(err.msg, "past the file's size"));
+  b.realsize = 1ull << 63;
+  assert_int_equal(wr_sparse_check(&b, 4196, &err), -1);
+  assert_non_null(strstr(err.msg, "too large"));
+  wr_sparse_free(&b);
+  /* Out of order, and overlapping. */
+  b.realsize = 10000;
+  assert_int_equal(wr_sparse_add(&b, 500, 10, &err), 0);
+  assert_int_equal(wr_sparse_add(&b, 100, 10, &err), 0);
+  assert_int_equal(wr_sparse_check(&b, 20, &err), -1);
+  assert_non_null(strstr(err.msg, "out of order"));
+  wr_sparse_free(&b);
+  b.realsize = 10000;
+  assert_int_equal(wr_sparse_add(&b, 100, 50, &err), 0);
+  assert_int_equal(wr_sparse_add(&b, 120, 50, &err), 0);
+  assert_int_equal(wr_sparse_check(&b, 100, &err), -1);
+  assert_non_null(strstr(err.msg, "overlap"));
+  wr_sparse_free(&b);
+  /* Counts and numbers beyond the bounds, junk. */
+  memset(&p, 0, sizeof(p));
+  assert_int_equal(wr_sparse_parse(&p, &b, "1000000\n", 8, &err), -1);
+  assert_non_null(strstr(err.msg, "at most 65536"));
+  memset(&p, 0, sizeof(p));
+  assert_int_equal(
+      wr_sparse_parse(&p, &b, "1\n99999999999999999999999\n", 27, &err), -1);
+  assert_non_null(strstr(err.msg, "too large"));
+  memset(&p, 0, sizeof(p));
+  assert_int_equal(wr_sparse_parse(&p, &b, "1\n-5\n", 5, &err), -1);
+  assert_non_null(strstr(err.msg, "malformed"));
+  memset(&p, 0, sizeof(p));
+  assert_int_equal(wr_sparse_parse(&p, &b, "2\n0\n", 4, &err), 0); /* more */
+  wr_sparse_free(&b);
+  wr_sparse_free(&a);
+  wr_buf_free(&text);
+}
+
+/* A pax record "LEN key=value\n" with the right LEN. */
+static void pax_rec(wr_buf_t *b, const char *key, const char *val) {
+  size_t base = strlen(key) + strlen(val) + 3;
+  size_t len = base + (base + 1 >= 10 ? (base + 2 >= 100 ? 3 : 2) : 1);
+
+  wr_buf_printf(b, "%zu %s=%s\n", len, key, val);
+}
+
+/* A PAX 1.0 sparse entry, written by hand: `map` is the map text (padded
+ * here), then `data`. */
+static void arc_sparse(wr_buf_t *a, const char *name, const char *realsize,
+                       const char *map, const char *data) {
+  static const char zero[512];
+  wr_buf_t rec, body;
+  struct th h;
+
+  wr_buf_init(&rec);
+  wr_buf_init(&body);
+  pax_rec(&rec, "GNU.sparse.major", "1");
+  pax_rec(&rec, "GNU.sparse.minor", "0");
+  pax_rec(&rec, "GNU.sparse.name", name);
+  pax_rec(&rec, "GNU.sparse.realsize", realsize);
+  th_init(&h, "pax", 'x', rec.len, 0644);
+  arc_add(a, &h, rec.data, rec.len);
+  wr_buf_puts(&body, map);
+  wr_buf_append(&body, zero, (512 - body.len % 512) % 512);
+  wr_buf_puts(&body, data);
+  th_init(&h, "GNUSparseFile.0/x", '0', body.len, 0644);
+  arc_add(a, &h, body.data, body.len);
+  wr_buf_free(&rec);
+  wr_buf_free(&body);
+}
+
+/* Directory entries of dir other than . and .. */
+static int entries_in(const char *dir) {
+  struct dirent *de;
+  DIR *d = opendir(dir);
+  int n = 0;
+
+  assert_non_null(d);
+  while ((de = readdir(d)) != NULL)
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+      n++;
+  closedir(d);
+  return n;
+}
+
+/* Hostile sparse maps are refused before anything is written. */
+static void test_sparse_hostile_maps(void **state) {
+  struct tx *t = *state;
+  struct th h;
+  wr_buf_t a, m;
+
+  wr_buf_init(&a);
+  arc_sparse(&a, "over", "100", "2\n0\n10\n5\n10\n", "01234567890123456789");
+  expect_refused(t, &a, "overlap");
+  arc_sparse(&a, "order", "100", "2\n50\n10\n0\n10\n", "01234567890123456789");
+  expect_refused(t, &a, "out of order");
+  arc_sparse(&a, "more", "100", "1\n0\n50\n", "only ten b");
+  expect_refused(t, &a, "claims 50 bytes");
+  arc_sparse(&a, "huge", "9223372036854775808", "1\n0\n4\n", "data");
+  expect_refused(t, &a, "too large");
+  arc_sparse(&a, "past", "100", "1\n98\n4\n", "data");
+  expect_refused(t, &a, "past the file's size");
+  arc_sparse(&a, "junk", "100", "1\nzero\nfour\n", "data");
+  expect_refused(t, &a, "malformed sparse map");
+  /* A million segments: refused at the count, before any is held. */
+  wr_buf_init(&m);
+  wr_buf_puts(&m, "1000000\n");
+  for (int i = 0; i < 1000; i++)
+    wr_buf_printf(&m, "%d\n1\n", 2 * i);
+  arc_sparse(&a, "million", "10000000", m.data, "");
+  wr_buf_free(&m);
+  expect_refused(t, &a, "at most 65536");
+  /* A map that fills the entry's one block and is still not complete. */
+  wr_buf_init(&m);
+  wr_buf_puts(&m, "65536\n");
+  while (m.len < 512)
+    wr_buf_puts(&m, "1\n");
+  arc_sparse(&a, "endless", "100", m.data, "");
+  wr_buf_free(&m);
+  expect_refused(t, &a, "runs past");
+  /* An old GNU 'S' header whose segments go backwards. */
+  th_init(&h, "oldgnu", 'S', 8, 0644);
+  memcpy(h.magic, "ustar  ", 8); /* GNU's magic and version */
+  octal((char *)&h + 386, 12, 50);
+  octal((char *)&h + 398, 12, 4);
+  octal((char *)&h + 410, 12, 0);
+  octal((char *)&h + 422, 12, 4);
+  octal((char *)&h + 483, 12, 100);
+  arc_add(&a, &h, "datadata", 8);
+  expect_refused(t, &a, "out of order");
+  /* Sparse records on a symlink, and an unknown version. */
+  {
+    wr_buf_t rec;
+    wr_buf_init(&rec);
+    pax_rec(&rec, "GNU.sparse.major", "1");
+    pax_rec(&rec, "GNU.sparse.minor", "0");
+    pax_rec(&rec, "GNU.sparse.realsize", "10");
+    th_init(&h, "pax", 'x', rec.len, 0644);
+    arc_add(&a, &h, rec.data, rec.len);
+    arc_link(&a, "link", '2', "target");
+    expect_refused(t, &a, "not a file");
+    wr_buf_reset(&rec);
+    pax_rec(&rec, "GNU.sparse.major", "2");
+    pax_rec(&rec, "GNU.sparse.minor", "0");
+    th_init(&h, "pax", 'x', rec.len, 0644);
+    arc_add(&a, &h, rec.data, rec.len);
+    arc_file(&a, "v2", "data", 0644);
+    expect_refused(t, &a, "format 2.0");
+    wr_buf_free(&rec);
+  }
+  assert_int_equal(entries_in(t->dst), 0);
+}
+
+/* max_bytes counts data, not holes, and stops an entry before it is made. */
+static void test_byte_budget(void **state) {
+  struct tx *t = *state;
+  struct wr_tar_ctx c = t->dctx;
+  struct wr_tar_stats stats;
+  wr_error_t err = {0};
+  wr_buf_t a;
+
+  c.max_bytes = 1000;
+  wr_buf_init(&a);
+  arc_sparse(&a, "holes", "1099511627776", "2\n0\n4\n1099511627772\n4\n",
+             "headtail");
+  arc_file(&a, "small", "0123456789", 0644);
+  arc_end(&a);
+  assert_int_equal(extract_mem(&c, "/ok", &a, &stats, &err), 0);
+  assert_int_equal(stats.bytes, 18);
+  wr_buf_free(&a);
+  assert_int_equal(lstat(at(t->dst, "ok/holes"), &(struct stat){0}), 0);
+
+  {
+    char big[1200];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    arc_file(&a, "first", big + 600, 0644); /* 599 bytes */
+    arc_file(&a, "second", big + 600, 0644);
+    arc_end(&a);
+  }
+  assert_int_equal(extract_mem(&c, "/over", &a, NULL, &err), -1);
+  assert_int_equal(err.code, EDQUOT);
+  assert_non_null(strstr(err.msg, "more than 1000 bytes"));
+  assert_true(exists(at(t->dst, "over/first")));
+  assert_false(exists(at(t->dst, "over/second")));
+  assert_int_equal(entries_in(at(t->dst, "over")), 1); /* no temporary file */
+  wr_buf_free(&a);
+}
+
+/* wr_tar_create_as names the top entry. */
+static void test_create_as(void **state) {
+  struct tx *t = *state;
+  struct producer p = {.c = &t->sctx};
+  wr_error_t err = {0};
+  int fds[2];
+
+  put(at(t->src, "file"), "renamed", 0600);
+  assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+  assert_int_equal(wr_tar_create_as(&t->sctx, "/file", "../x", fds[1], &err),
+                   -1);
+  assert_int_equal(wr_tar_create_as(&t->sctx, "/file", "other", fds[1], &err),
+                   0);
+  close(fds[1]);
+  assert_int_equal(wr_tar_extract(&t->dctx, "/", false, fds[0], NULL, &err), 0);
+  close(fds[0]);
+  (void)p;
+  assert_same_file(at(t->src, "file"), at(t->dst, "other"));
+  assert_false(exists(at(t->dst, "file")));
 }
 
 static void test_contents_only(void **state) {
@@ -668,7 +1051,7 @@ static void test_devices_and_types(void **state) {
   expect_refused(t, &a, "dev/evil");
   arc_link(&a, "blk", '4', "");
   expect_refused(t, &a, "device");
-  th_init(&h, "sparse", 'S', 0, 0644);
+  th_init(&h, "volume", 'M', 0, 0644); /* a multi-volume continuation */
   arc_add(&a, &h, NULL, 0);
   expect_refused(t, &a, "unsupported entry type");
   assert_false(exists(at(t->dst, "dev")));
@@ -809,6 +1192,13 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gnu_tar_interop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_gnu_interop, setup, teardown),
+      cmocka_unit_test(test_sparse_maps),
+      cmocka_unit_test_setup_teardown(test_sparse_hostile_maps, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_byte_budget, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_create_as, setup, teardown),
       cmocka_unit_test_setup_teardown(test_contents_only, setup, teardown),
       cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dotdot, setup, teardown),
