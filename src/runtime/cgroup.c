@@ -102,6 +102,22 @@ void wr_cgroup_fini(struct wr_cgroup *cg) {
   memset(cg, 0, sizeof(*cg));
 }
 
+uint64_t wr_cgroup_tcp_budget(const char *tcp_mem, uint64_t page_size) {
+  unsigned long long low, pressure, high;
+
+  if (tcp_mem == NULL ||
+      sscanf(tcp_mem, "%llu %llu %llu", &low, &pressure, &high) != 3 ||
+      pressure == 0 || pressure > UINT64_MAX / 2 / page_size)
+    return 0;
+  return pressure * page_size / 2;
+}
+
+uint64_t wr_cgroup_tcp_limit(uint64_t memory_bytes, uint64_t budget) {
+  uint64_t want = memory_bytes > 0 ? memory_bytes : WR_CGROUP_TCP_UNLIMITED;
+
+  return want < budget ? want : budget;
+}
+
 int wr_cgroup_write(const char *dir, const char *file, const char *value,
                     wr_error_t *err) {
   _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);

@@ -59,6 +59,10 @@ struct wr_cgroup {
   char *v2_mount;
   char *v1_mount[WR_CG_NCTRL];
   bool available[WR_CG_NCTRL];
+  /* v1: what all sandboxes together may hold in socket buffers (the
+   * parent's memory.kmem.tcp.limit_in_bytes; see wr_cgroup_tcp_limit), 0
+   * when this kernel cannot limit them. */
+  uint64_t tcp_budget;
 };
 
 extern const struct wr_cgroup_ops wr_cgroup_v1_ops;
@@ -68,6 +72,26 @@ extern const struct wr_cgroup_ops wr_cgroup_v2_ops;
 int wr_cgroup_init(struct wr_cgroup *cg, int force_version, const char *parent,
                    const char *v2_mount, wr_error_t *err);
 void wr_cgroup_fini(struct wr_cgroup *cg);
+
+/*
+ * Socket buffers on cgroup v1. The v1 memory controller charges a
+ * sandbox's TCP buffers only to a group whose
+ * memory.kmem.tcp.limit_in_bytes was written, and then to that counter,
+ * not to memory.limit_in_bytes; without it they are charged to nobody,
+ * up to the host-wide tcp_mem, where every TCP socket on the host starts
+ * failing. (v2 charges them to memory.max with everything else.)
+ *
+ * The budget of all sandboxes together is half the host's pressure
+ * threshold (tcp_mem[1], in pages, as /proc/sys/net/ipv4/tcp_mem says),
+ * so that warren alone never pushes the host's TCP into pressure: 0 when
+ * the text cannot be read.
+ */
+uint64_t wr_cgroup_tcp_budget(const char *tcp_mem, uint64_t page_size);
+/* A sandbox's own limit: its memory limit (no more in buffers than it was
+ * given memory), or WR_CGROUP_TCP_UNLIMITED without one; never more than
+ * the budget. */
+#define WR_CGROUP_TCP_UNLIMITED (256ull << 20)
+uint64_t wr_cgroup_tcp_limit(uint64_t memory_bytes, uint64_t budget);
 
 /* Helpers shared by the two implementations. */
 int wr_cgroup_write(const char *dir, const char *file, const char *value,
