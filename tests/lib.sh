@@ -295,11 +295,13 @@ init_processes() {
 # Everything the sandboxes of this state root hold on the host, one line
 # each, sorted: "mount PATH", "cgroup PATH", "dir PATH", "init ID". Ids
 # given as arguments are looked for too (sandboxes already forgotten).
+# The root's own lxcfs (ROOT/lxcfs, shared by all its sandboxes and meant
+# to outlive them) is not a trace.
 root_traces() { # [ID...]
   local ids id cg
   ids=$(root_ids "$@" | tr '\n' ' ')
   {
-    awk -v r="$WR_ROOT/" 'index($5, r) == 1 { print "mount " $5 }' \
+    awk -v r="$WR_ROOT/" 'index($5, r) == 1 && $5 != r "lxcfs" { print "mount " $5 }' \
       /proc/self/mountinfo
     for id in $ids; do
       for cg in /sys/fs/cgroup/*/"$WR_CG_PARENT/$id" \

@@ -12,8 +12,17 @@
 #include <sys/statfs.h>
 #include <time.h>
 
-static const char *ctrl_names[WR_CG_NCTRL] = {"memory", "pids", "cpu",
-                                              "freezer"};
+static const char *ctrl_names[WR_CG_NCTRL] = {"memory",  "pids",   "cpu",
+                                              "freezer", "cpuset", "cpuacct"};
+
+/* Whether another controller already uses the hierarchy at `dir` (cpu and
+ * cpuacct are often mounted together): its groups are made once. */
+static bool mount_taken(const struct wr_cgroup *cg, const char *dir) {
+  for (int i = 0; i < WR_CG_NCTRL; i++)
+    if (cg->v1_mount[i] != NULL && strcmp(cg->v1_mount[i], dir) == 0)
+      return true;
+  return false;
+}
 
 static bool is_cgroup2(const char *path) {
   struct statfs sf;
@@ -32,7 +41,8 @@ static void find_v1_mounts(struct wr_cgroup *cg) {
     if (strcmp(m->mnt_type, "cgroup") != 0)
       continue;
     for (int i = 0; i < WR_CG_NCTRL; i++) {
-      if (cg->v1_mount[i] == NULL && hasmntopt(m, ctrl_names[i]) != NULL)
+      if (cg->v1_mount[i] == NULL && hasmntopt(m, ctrl_names[i]) != NULL &&
+          !mount_taken(cg, m->mnt_dir))
         cg->v1_mount[i] = xstrdup(m->mnt_dir);
     }
   }

@@ -12,7 +12,7 @@
 
 #include "common/common.h"
 
-#define WR_CGROUP_MAX_HIER 5
+#define WR_CGROUP_MAX_HIER 6
 
 struct wr_cgroup_limits {
   uint64_t memory_bytes; /* 0: none */
@@ -41,12 +41,17 @@ struct wr_cgroup_ops {
   uint64_t (*memory)(const struct wr_cgroup *cg, const char *id);
 };
 
-/* Controllers warren uses. */
+/* Controllers warren uses. On v1, a sandbox is also in the cpuset and
+ * cpuacct hierarchies, with no limits there: LXCFS (view.c) looks for the
+ * reader's CPU quota and usage at the path of its cpuset group, as LXC
+ * containers have them, so all of them must be PARENT/ID. */
 enum wr_cgroup_ctrl {
   WR_CG_MEMORY = 0,
   WR_CG_PIDS,
   WR_CG_CPU,
   WR_CG_FREEZER,
+  WR_CG_CPUSET,
+  WR_CG_CPUACCT,
   WR_CG_NCTRL,
 };
 

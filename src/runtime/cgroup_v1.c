@@ -1,6 +1,7 @@
 /*
  * cgroups v1: one directory per controller hierarchy (memory, pids, cpu,
- * freezer). Hierarchies that are not mounted are skipped; their limits
+ * freezer; and cpuset and cpuacct, without limits, for LXCFS: see
+ * cgroup.h). Hierarchies that are not mounted are skipped; their limits
  * are then not enforced (wr_rt_can_limit says so).
  *
  * Every sandbox's memory group also gets a TCP buffer limit, with or
@@ -78,6 +79,22 @@ static void set_tcp_budget(struct wr_cgroup *cg, const char *parent) {
             parent);
 }
 
+/* A cpuset group takes no task until it has CPUs and memory nodes: the
+ * parent gets the root's, and passes them on to each sandbox's group
+ * (cgroup.clone_children). */
+static void init_cpuset(const struct wr_cgroup *cg, const char *parent) {
+  static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+  char have[256], root[256];
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(files); i++)
+    if (wr_cgroup_read(parent, files[i], have, sizeof(have)) >= 0 &&
+        (have[0] == '\0' || have[0] == '\n') &&
+        wr_cgroup_read(cg->v1_mount[WR_CG_CPUSET], files[i], root,
+                       sizeof(root)) > 0)
+      wr_cgroup_write(parent, files[i], root, NULL);
+  wr_cgroup_write(parent, "cgroup.clone_children", "1", NULL);
+}
+
 static int v1_setup(struct wr_cgroup *cg, wr_error_t *err) {
   for (int i = 0; i < WR_CG_NCTRL; i++) {
     _cleanup_free_ char *parent = dir_of(cg, i, NULL);
@@ -89,6 +106,8 @@ static int v1_setup(struct wr_cgroup *cg, wr_error_t *err) {
       wr_cgroup_write(parent, "memory.use_hierarchy", "1", NULL);
       set_tcp_budget(cg, parent);
     }
+    if (i == WR_CG_CPUSET)
+      init_cpuset(cg, parent);
     cg->available[i] = true;
   }
   return 0;

@@ -1,7 +1,7 @@
 /*
  * Unit tests for what the runtime gives a sandbox of the host's kernel
- * memory: the socket buffer limits on cgroup v1 (written into a fake
- * hierarchy of plain files).
+ * memory and size: the socket buffer limits on cgroup v1 (written into a
+ * fake hierarchy of plain files) and the CPUs a --cpus sandbox runs on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,8 +74,8 @@ static int setup_v1(void **state) {
   f->cg.parent = xstrdup("warren");
   f->cg.tcp_budget = 512 * MIB;
   for (size_t i = 0; i < WR_ARRAY_SIZE(ctrls); i++) {
-    _cleanup_free_ char *dir = xasprintf("%s/%s/warren/sb-1", f->root,
-                                         ctrls[i]);
+    _cleanup_free_ char *dir =
+        xasprintf("%s/%s/warren/sb-1", f->root, ctrls[i]);
     assert_int_equal(wr_mkdir_p(dir, 0755, NULL), 0);
     f->cg.v1_mount[i] = xasprintf("%s/%s", f->root, ctrls[i]);
   }
@@ -137,15 +137,58 @@ static void test_v1_create_sets_tcp_limit(void **state) {
  * the create: a sandbox that would be unbounded is not started. */
 static void test_v1_create_fails_without_tcp_file(void **state) {
   struct fake_v1 *f = *state;
-  _cleanup_free_ char *file =
-      xasprintf("%s/memory/warren/sb-1/memory.kmem.tcp.limit_in_bytes",
-                f->root);
+  _cleanup_free_ char *file = xasprintf(
+      "%s/memory/warren/sb-1/memory.kmem.tcp.limit_in_bytes", f->root);
   struct wr_cgroup_limits lim = {.memory_bytes = 64 * MIB};
   wr_error_t err = {0};
 
   assert_int_equal(unlink(file), 0);
   assert_int_equal(f->cg.ops->create(&f->cg, "sb-1", &lim, &err), -1);
   assert_non_null(strstr(err.msg, "memory.kmem.tcp.limit_in_bytes"));
+}
+
+static void set_cpus(cpu_set_t *s, const int *cpus, size_t n) {
+  CPU_ZERO(s);
+  for (size_t i = 0; i < n; i++)
+    CPU_SET(cpus[i], s);
+}
+
+/* ceil(N) CPUs of those allowed, at a place that moves with the slot; no
+ * pinning when it would be all of them or there is no limit. */
+static void test_affinity(void **state) {
+  static const int four[] = {0, 1, 2, 3};
+  static const int odd[] = {1, 3, 5};
+  cpu_set_t allowed, out;
+
+  (void)state;
+  set_cpus(&allowed, four, 4);
+  assert_false(wr_view_affinity(0, 0, &allowed, &out));
+  assert_false(wr_view_affinity(4, 0, &allowed, &out));
+  assert_false(wr_view_affinity(3.5, 0, &allowed, &out));
+  assert_true(wr_view_affinity(1, 0, &allowed, &out));
+  assert_int_equal(CPU_COUNT(&out), 1);
+  assert_true(CPU_ISSET(0, &out));
+  assert_true(wr_view_affinity(1, 1, &allowed, &out));
+  assert_true(CPU_ISSET(1, &out));
+  assert_true(wr_view_affinity(0.5, 6, &allowed, &out));
+  assert_int_equal(CPU_COUNT(&out), 1);
+  assert_true(CPU_ISSET(2, &out));
+  /* 1.5 CPUs: two, wrapping around the end. */
+  assert_true(wr_view_affinity(1.5, 3, &allowed, &out));
+  assert_int_equal(CPU_COUNT(&out), 2);
+  assert_true(CPU_ISSET(2, &out) && CPU_ISSET(3, &out));
+  assert_true(wr_view_affinity(2, 3, &allowed, &out));
+  assert_true(CPU_ISSET(2, &out) && CPU_ISSET(3, &out));
+  assert_true(wr_view_affinity(3, 1, &allowed, &out));
+  assert_int_equal(CPU_COUNT(&out), 3);
+  assert_true(CPU_ISSET(3, &out) && CPU_ISSET(0, &out) && CPU_ISSET(1, &out));
+  /* Only allowed CPUs are ever chosen. */
+  set_cpus(&allowed, odd, 3);
+  for (uint32_t slot = 0; slot < 7; slot++) {
+    assert_true(wr_view_affinity(1, slot, &allowed, &out));
+    assert_int_equal(CPU_COUNT(&out), 1);
+    assert_true(CPU_ISSET(odd[slot % 3], &out));
+  }
 }
 
 int main(void) {
@@ -156,6 +199,7 @@ int main(void) {
                                       teardown_v1),
       cmocka_unit_test_setup_teardown(test_v1_create_fails_without_tcp_file,
                                       setup_v1, teardown_v1),
+      cmocka_unit_test(test_affinity),
   };
 
   if (getenv("WR_TEST_FILTER") != NULL)
