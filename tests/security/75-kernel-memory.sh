@@ -249,6 +249,109 @@ test_pipe_and_unix_socket_buffers_are_charged_to_the_sandbox() {
   assert_eq ok "$("$WARREN" exec km-pipes -- echo ok)" "the sandbox after a restart"
 }
 
+# A TCP server on a host address that sends without end to whoever
+# connects (with small buffers of its own, so that what it holds is
+# known); prints its port. SOURCE_IP must be set.
+start_source() {
+  python3 - "$SOURCE_IP" <<'PYEOF' &
+import os, socket, sys, threading
+l = socket.socket(); l.bind((sys.argv[1], 0)); l.listen(1024)
+print(l.getsockname()[1], flush=True)
+os.close(1)
+buf = b"y" * 65536
+def serve(s):
+    try:
+        while True:
+            s.sendall(buf)
+    except OSError:
+        pass
+while True:
+    s, _ = l.accept()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+PYEOF
+}
+
+# N connections from inside to SOURCE_IP:PORT (through warrend's proxy,
+# as every connection goes), never read, held for SECS seconds. Prints
+# "connected N" once they are all open.
+SINK_CLIENT='
+import socket, sys, time
+ip, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+cs = []
+for i in range(n):
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        c.connect((ip, port)); cs.append(c)
+    except OSError:
+        pass
+print("connected", len(cs), flush=True)
+time.sleep(secs)
+'
+
+# Resident memory of warrend, in bytes.
+daemon_rss() {
+  awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$(daemon_pid)/status"
+}
+
+# Proxied connections whose answers the sandbox never reads: warrend's
+# sockets for them have fixed buffers on the sandbox's side and bounded
+# ones upstream, and every connection holds its worst case out of a
+# budget of 128 MiB per sandbox (and one for all sandboxes), beyond which
+# new connections are refused. The host's TCP memory and warrend's own
+# memory grow by no more than that, and another sandbox, the host and
+# warrend carry on.
+test_proxy_connections_nobody_reads_keep_warrends_memory_bounded() {
+  local port rule rule2 out before during rss0 rss1 src ok
+  SOURCE_IP=$(ip -4 -o addr show scope global 2>/dev/null |
+    awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+  [ -n "$SOURCE_IP" ] || skip "no global IPv4 address on this host for an upstream"
+  new_sandbox km-stall
+  new_sandbox km-stall-other
+  out=$(mktemp)
+  start_source >"$out"
+  src=$!
+  wait_until 10 test -s "$out" || fail "the source did not start"
+  port=$(cat "$out")
+  rule=$("$WARREN" policy allow network --sandbox km-stall "$SOURCE_IP:$port" |
+    sed -n 's/^rule \([^:]*\):.*/\1/p')
+  rule2=$("$WARREN" policy allow network --sandbox km-stall-other "$SOURCE_IP:$port" |
+    sed -n 's/^rule \([^:]*\):.*/\1/p')
+  # shellcheck disable=SC2064 # expanded now, on purpose
+  trap "kill $src 2>/dev/null; \"\$WARREN\" policy rm $rule >/dev/null 2>&1
+        \"\$WARREN\" policy rm $rule2 >/dev/null 2>&1
+        for s in \$WR_CLEANUP; do \"\$WARREN\" rm -f \"\$s\" >/dev/null 2>&1; done" EXIT
+  before=$(host_tcp_pages)
+  rss0=$(daemon_rss)
+  "$WARREN" exec km-stall -- python3 -c "$SINK_CLIENT" "$SOURCE_IP" "$port" 128 15 \
+    >"$out" 2>&1 &
+  wait_until 60 grep -q '^connected' "$out" || fail "the client: $(cat "$out")"
+  sleep 3 # the buffers fill
+  during=$(host_tcp_pages)
+  rss1=$(daemon_rss)
+  echo "$(cat "$out"); host TCP +$(((during - before) * 4096 / MIB)) MiB," \
+    "warrend +$(((rss1 - rss0) / MIB)) MiB resident"
+  # The budget, the source's own 256 KiB a connection, slack for others.
+  [ $(((during - before) * 4096 / MIB)) -le $((128 + 32 + 48)) ] ||
+    fail "the host's TCP memory grew by $(((during - before) * 4096 / MIB)) MiB"
+  [ $(((rss1 - rss0) / MIB)) -le 128 ] ||
+    fail "warrend grew by $(((rss1 - rss0) / MIB)) MiB"
+
+  ok=$("$WARREN" exec km-stall-other -- python3 -c "
+import socket
+c = socket.create_connection(('$SOURCE_IP', $port), timeout=10)
+n = 0
+while n < 1 << 20:
+    n += len(c.recv(65536))
+print('ok')")
+  assert_eq ok "$ok" "a neighbour's download through the proxy"
+  assert_eq ok "$(host_tcp_works)" "a host TCP connection"
+  assert_daemon_quick
+  wait %2 2>/dev/null || true
+  rm -f "$out"
+}
+
 # cgroup v2 has no TCP counter of its own: socket buffers are charged to
 # memory.max with everything else (memory.stat "sock"). Where the v2
 # hierarchy has the memory controller, the same attack stops at
