@@ -106,7 +106,7 @@ assert_tcp_pinning_bounded() { # SANDBOX ID LIMIT-MIB
   pinned=$(pinned_mib "$out")
   during=$(host_tcp_pages)
   charged=$(sandbox_sock_bytes "$id")
-  echo "pinned: $(cat "$out" | head -1); charged $((charged / MIB)) MiB;" \
+  echo "pinned: $(head -1 "$out"); charged $((charged / MIB)) MiB;" \
     "host TCP $((before * 4096 / MIB)) -> $((during * 4096 / MIB)) MiB;" \
     "tcp_mem $(cat /proc/sys/net/ipv4/tcp_mem)"
   # The kernel grants every socket a page or two beyond the limit (the
@@ -184,8 +184,9 @@ test_inotify_and_mqueues_of_one_sandbox_leave_the_others_theirs() {
   pin_in_background km-greedy "$mq" mqueue 100000 8
   echo "greedy: $(head -1 "$ino"); $(head -1 "$mq")"
   n=$(sed -n 's/^inotify: \([0-9]*\) instances.*/\1/p' "$ino")
-  [ "$n" -gt 0 ] && [ "$n" -le "$max" ] ||
+  if [ "$n" -le 0 ] || [ "$n" -gt "$max" ]; then
     fail "the greedy sandbox got $n inotify instances (per-user max $max)"
+  fi
   assert_contains "$(head -1 "$ino")" "EMFILE" "the greedy sandbox's inotify"
   assert_contains "$(head -1 "$mq")" "EMFILE" "the greedy sandbox's mqueues"
 
@@ -318,7 +319,7 @@ test_proxy_connections_nobody_reads_keep_warrends_memory_bounded() {
     sed -n 's/^rule \([^:]*\):.*/\1/p')
   rule2=$("$WARREN" policy allow network --sandbox km-stall-other "$SOURCE_IP:$port" |
     sed -n 's/^rule \([^:]*\):.*/\1/p')
-  # shellcheck disable=SC2064 # expanded now, on purpose
+  # shellcheck disable=SC2064,SC2154 # expanded now, on purpose; s is the trap's
   trap "kill $src 2>/dev/null; \"\$WARREN\" policy rm $rule >/dev/null 2>&1
         \"\$WARREN\" policy rm $rule2 >/dev/null 2>&1
         for s in \$WR_CLEANUP; do \"\$WARREN\" rm -f \"\$s\" >/dev/null 2>&1; done" EXIT
