@@ -14,11 +14,11 @@
  * - the sandbox side has fixed buffers (WR_SOCKBUF_CLIENT_SND and _RCV;
  *   the kernel doubles the figures): loopback needs little, and more does
  *   not go faster;
- * - the upstream side gets WR_SOCKBUF_UP_MAX each way, enough for 10 MB/s
- *   per connection at 100 ms round trips, while its sandbox and all of
- *   them hold less than half their budgets, and less beyond, down to
- *   WR_SOCKBUF_UP_MIN: so that the budget leaves room for more
- *   connections rather than for faster ones;
+ * - the upstream side gets WR_SOCKBUF_UP_MAX each way (a window of about
+ *   half a MiB: 5 MB/s per connection at 100 ms round trips, 50 MB/s at
+ *   10 ms) while its sandbox and all of them hold less than half their
+ *   budgets, and less beyond, down to WR_SOCKBUF_UP_MIN: so that the
+ *   budget leaves room for more connections rather than for faster ones;
  * - every connection holds, from its accept until it closes, the most its
  *   buffers and the relay's queues (WR_QUEUE_HIGH each way) can take, out
  *   of a budget of WR_HELD_PER_SANDBOX for its sandbox; and its kernel
