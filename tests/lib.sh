@@ -301,11 +301,13 @@ init_processes() {
 # Everything the sandboxes of this state root hold on the host, one line
 # each, sorted: "mount PATH", "cgroup PATH", "dir PATH", "init ID". Ids
 # given as arguments are looked for too (sandboxes already forgotten).
+# The root's own lxcfs (ROOT/lxcfs, shared by all its sandboxes and meant
+# to outlive them) is not a trace.
 root_traces() { # [ID...]
   local ids id cg
   ids=$(root_ids "$@" | tr '\n' ' ')
   {
-    awk -v r="$WR_ROOT/" 'index($5, r) == 1 { print "mount " $5 }' \
+    awk -v r="$WR_ROOT/" 'index($5, r) == 1 && $5 != r "lxcfs" { print "mount " $5 }' \
       /proc/self/mountinfo
     for id in $ids; do
       for cg in /sys/fs/cgroup/*/"$WR_CG_PARENT/$id" \
@@ -540,4 +542,65 @@ assert_results() { # OUTPUT RESULT NAME...
   for name in "$@"; do
     assert_line "$out" "$name: $want"
   done
+}
+
+# ---- a second daemon on cgroup v2 (tests/e2e/90-cgroup-v2.sh and the
+# v2 checks of tests/security/75-kernel-memory.sh) -------------------------
+# It has its own state root (WR_ROOT-cgv2), socket and cgroup parent. Its
+# base image is the main root's, linked in (and recorded in its database
+# with sqlite3) so that it is not built twice; without sqlite3 it is built.
+
+# Point lib.sh's helpers at a second daemon, started with --cgroup v2.
+v2_daemon() {
+  local main_root=$WR_ROOT
+  V2_MOUNT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+  [ -n "$V2_MOUNT" ] || skip "no cgroup2 hierarchy is mounted on this host"
+  V2_PARENT="warren-test-v2-${main_root##*/}"
+  WR_ROOT="${main_root%/}-cgv2"
+  WR_RUN="$WR_RUN/cgv2"
+  WR_SOCK="$WR_RUN/warrend.sock"
+  WR_LOG="$WR_RUN/warrend.log"
+  WR_CG_PARENT=$V2_PARENT
+  export WARREN_HOST="unix:$WR_SOCK"
+  trap v2_cleanup EXIT
+  v2_seed_image "$main_root"
+  start_daemon --cgroup v2 --cgroup-parent "$V2_PARENT"
+  ensure_image
+  assert_eq v2 "$(api GET /v1/info | jq -r .cgroup)" "the daemon's cgroup layout"
+}
+
+# Give the v2 root the main root's base image: a link to its directory and
+# a copy of its database without the sandboxes.
+v2_seed_image() { # MAIN_ROOT
+  local main=$1
+  [ ! -e "$WR_ROOT/warren.db" ] || return 0
+  mkdir -p "$WR_ROOT/images"
+  if ! command -v sqlite3 >/dev/null || [ ! -f "$main/warren.db" ] ||
+    [ ! -d "$main/images/base/rootfs" ]; then
+    return 0
+  fi
+  ln -sfn "$main/images/base" "$WR_ROOT/images/base"
+  sqlite3 "$main/warren.db" ".backup '$WR_ROOT/warren.db'"
+  sqlite3 "$WR_ROOT/warren.db" \
+    "DELETE FROM sandboxes; DELETE FROM images WHERE name <> 'base';"
+}
+
+# Remove the second daemon's sandboxes, stop it, remove its cgroup parent.
+v2_cleanup() {
+  local s
+  set +e
+  for s in $("$WARREN" ls -q 2>/dev/null); do
+    "$WARREN" rm -f "$s" >/dev/null 2>&1 || true
+  done
+  if [ -e "$WR_RUN/warrend.pid" ]; then
+    stop_daemon
+  fi
+  if [ -n "${V2_MOUNT:-}" ] && [ -d "$V2_MOUNT/$V2_PARENT" ]; then
+    rmdir "$V2_MOUNT/$V2_PARENT" 2>/dev/null || true
+  fi
+}
+
+# Whether the cgroup2 root offers a controller.
+v2_has() { # CONTROLLER
+  grep -qw "$1" "$V2_MOUNT/cgroup.controllers"
 }

@@ -41,9 +41,9 @@
 #define MANIFEST_MAX (1u << 20)
 
 /* What every image has: enough to clone, fetch and run a JS or Python
- * project. */
+ * project, and look at it (procps: ps, free, top). */
 static const char *const base_packages[] = {
-    "ca-certificates", "git", "curl", "nodejs", "npm", "python3",
+    "ca-certificates", "git", "curl", "nodejs", "npm", "python3", "procps",
 };
 
 /* mmdebstrap, wrapped so that it and its mounts never outlive warrend. */

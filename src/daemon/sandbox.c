@@ -104,14 +104,16 @@ static void table_remove(struct wr_sandbox *sb) {
 
 void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
                           const char *error) {
+  /* `error` may be sb->error itself (a stop keeps the reason it had). */
+  char *copy = error ? xstrdup(error) : NULL;
   wr_error_t err;
 
   sb->state = s;
   free(sb->error);
-  sb->error = error ? xstrdup(error) : NULL;
+  sb->error = copy;
   sb->updated_ms = wr_now_ms();
-  if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s], error,
-                                 &err) < 0)
+  if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s],
+                                 sb->error, &err) < 0)
     wr_err("sandbox %s: %s", sb->id, err.msg);
 }
 

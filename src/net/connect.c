@@ -205,6 +205,7 @@ static void on_intercept_done(void *arg, uint64_t bytes_up, uint64_t bytes_down,
     r->next->prev = r->prev;
   r->n->nconns--;
   sb->nconns--;
+  wr_net_release(r->n, sb, &r->held);
   free(r->rule);
   free(r->deny_rule);
   free(r);
@@ -224,6 +225,9 @@ static struct wr_net_icpt *icpt_new(struct wr_net_conn *c) {
   r->port = c->port;
   r->rule = c->rule ? xstrdup(c->rule) : NULL;
   memcpy(r->reason, c->reason, sizeof(r->reason));
+  /* The connection's share of the budgets goes with it. */
+  r->held = c->held;
+  c->held = (struct wr_held){0, 0};
   wr_net_sb_ref(r->sb);
   r->n->nconns++;
   r->sb->nconns++;
@@ -257,6 +261,7 @@ void wr_conn_handover(struct wr_net_conn *c) {
     wr_conn_close(c);
     return;
   }
+  a.sockbuf = (int)wr_conn_upstream_size(c);
   rec = icpt_new(c);
   a.tls = c->n->tls;
   memcpy(a.host, c->host, sizeof(a.host));
@@ -369,6 +374,8 @@ void wr_conn_dial_next(struct wr_net_conn *c) {
     c->connect.data = c;
     rc = uv_tcp_connect(&c->connect, &c->upstream.tcp,
                         (const struct sockaddr *)&ss, on_connected);
+    if (rc == 0 && c->kind != WR_CONN_PORT)
+      wr_conn_size_upstream(c);
   }
   if (rc < 0) {
     c->dial_error = rc;

@@ -87,6 +87,7 @@ struct wr_intercept {
   struct wr_secret secret;
   uint8_t *prefix;
   size_t prefix_len;
+  int sockbuf;
   wr_intercept_done_fn done;
   void *arg;
   /* The thread's. */
@@ -200,6 +201,12 @@ static int dial(struct wr_intercept *ic) {
                   socket(ss.ss_family,
                          SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
     return wr_error_set(&ic->err, errno, "socket for %s", addr);
+  if (ic->sockbuf > 0) {
+    setsockopt(ic->up.fd, SOL_SOCKET, SO_SNDBUF, &ic->sockbuf,
+               sizeof(ic->sockbuf));
+    setsockopt(ic->up.fd, SOL_SOCKET, SO_RCVBUF, &ic->sockbuf,
+               sizeof(ic->sockbuf));
+  }
   if (connect(ic->up.fd, (struct sockaddr *)&ss, sslen) < 0)
     e = errno == EINPROGRESS ? wait_connected(ic->up.fd) : errno;
   if (e != 0)
@@ -1189,6 +1196,7 @@ static struct wr_intercept *icpt_new(const struct wr_intercept_args *args) {
   wr_strlcpy(ic->host, args->host, sizeof(ic->host));
   ic->addr = args->addr;
   ic->port = args->port;
+  ic->sockbuf = args->sockbuf;
   ic->secret = args->secret;
   if (args->prefix_len > 0)
     ic->prefix = xmemdup(args->prefix, args->prefix_len);

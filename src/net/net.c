@@ -54,6 +54,16 @@ int wr_net_socket_in(int netns_fd, int domain, int type, wr_error_t *err) {
 
 /* ---- making and freeing ------------------------------------------------- */
 
+/* The budget of buffers held for all sandboxes (held.c). */
+static size_t held_budget(void) {
+  _cleanup_free_ char *text = NULL;
+  size_t len = 0;
+
+  if (wr_read_file("/proc/sys/net/ipv4/tcp_mem", 4096, &text, &len, NULL) < 0)
+    return WR_HELD_FALLBACK;
+  return wr_net_held_budget(text, (size_t)sysconf(_SC_PAGESIZE));
+}
+
 int wr_net_new(const struct wr_net_config *cfg, struct wr_net **out,
                wr_error_t *err) {
   struct wr_net *n = xcalloc(1, sizeof(*n));
@@ -75,6 +85,7 @@ int wr_net_new(const struct wr_net_config *cfg, struct wr_net **out,
     return -1;
   }
   wr_resolve_init(n);
+  n->held_max = held_budget();
   *out = n;
   return 0;
 }

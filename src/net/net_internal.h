@@ -101,6 +101,7 @@ struct wr_intercept_args {
   struct wr_secret secret; /* a copy, owned (freed by the thread) */
   const uint8_t *prefix;   /* bytes already read from the client */
   size_t prefix_len;       /* (copied) */
+  int sockbuf;             /* SO_SNDBUF/SO_RCVBUF of the upstream socket */
   uv_loop_t *loop;
   wr_intercept_done_fn done; /* called on the loop thread */
   void *arg;
@@ -143,11 +144,20 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_CONNECT_TIMEOUT_MS 10000  /* resolving, then connecting */
 #define WR_IDLE_TIMEOUT_MS (10 * 60 * 1000)
 #define WR_LINGER_MS 2000          /* after an answer, for the client */
-#define WR_QUEUE_HIGH (256 * 1024) /* stop reading the other side */
-#define WR_QUEUE_LOW (64 * 1024)   /* and resume */
+#define WR_QUEUE_HIGH (128 * 1024) /* stop reading the other side */
+#define WR_QUEUE_LOW (32 * 1024)   /* and resume */
 #define WR_CONNS_PER_SANDBOX 512
 #define WR_CONNS_MAX 8192
-#define WR_DNS_INFLIGHT 64 /* per sandbox; dropped beyond */
+#define WR_RELAY_CHUNK 65536 /* the relay's reads */
+/* Buffers held for a sandbox's connections (held.c): socket buffer sizes
+ * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
+#define WR_SOCKBUF_CLIENT_SND (256 * 1024)
+#define WR_SOCKBUF_CLIENT_RCV (128 * 1024)
+#define WR_SOCKBUF_UP_MIN (64 * 1024)
+#define WR_SOCKBUF_UP_MAX (512 * 1024)
+#define WR_HELD_PER_SANDBOX ((size_t)128 << 20)
+#define WR_HELD_FALLBACK ((size_t)512 << 20) /* without /proc's tcp_mem */
+#define WR_DNS_INFLIGHT 64                   /* per sandbox; dropped beyond */
 #define WR_DNS_TTL 60
 #define WR_RESOLVE_INFLIGHT 1024 /* getaddrinfo calls in the pool */
 #define WR_RESOLVE_ADDRS 16      /* addresses kept per name */
@@ -221,6 +231,12 @@ void wr_resolve_init(struct wr_net *n);
 void wr_resolve_shutdown(struct wr_net *n);
 void wr_resolve_free(struct wr_net *n);
 
+/* Bytes held out of the budgets (held.c): everything, and the part of it
+ * that is kernel socket buffers. */
+struct wr_held {
+  size_t all, kernel;
+};
+
 /* A sandbox attached to the engine (net.c). */
 struct wr_net_sb {
   struct wr_net *n;
@@ -232,6 +248,7 @@ struct wr_net_sb {
   int refs; /* attached + open handles + connections + queries */
   bool detached;
   size_t nconns; /* egress connections, for the per-sandbox cap */
+  size_t held;   /* bytes its connections hold (held.c) */
   size_t dns_inflight;
   struct wr_net_conn *conns; /* every connection, egress and published */
   struct wr_net_icpt *icpts; /* intercepted connections (connect.c) */
@@ -268,6 +285,8 @@ struct wr_net {
   struct wr_net_sb *sandboxes;
   struct wr_net_pub *pubs;
   size_t nconns; /* connections and interceptions, for the global cap */
+  /* Kernel buffer bytes held for all sandboxes, and the budget (held.c) */
+  size_t held_kernel, held_max;
   bool shut;
   /* resolve.c */
   struct wr_hosts_entry *hosts;
@@ -381,7 +400,30 @@ struct wr_net_conn {
   char reason[192];
   struct wr_secret secret; /* for interception, until handed over */
   bool has_secret;
+  struct wr_held held; /* out of the budgets (held.c) */
+  size_t upbuf;        /* upstream socket buffer size, once chosen */
 };
+
+/* held.c: the budgets of buffers held for sandboxes (see its top). */
+/* Half the host's tcp_mem pressure threshold (the text of
+ * /proc/sys/net/ipv4/tcp_mem, in pages), at least WR_HELD_PER_SANDBOX;
+ * WR_HELD_FALLBACK when it cannot be read. */
+size_t wr_net_held_budget(const char *tcp_mem, size_t page_size);
+/* What every connection holds from its accept: its sockets' buffers at
+ * the smallest upstream size, and (in all) the relay's queues and the
+ * head buffers. */
+struct wr_held wr_conn_base_held(void);
+bool wr_net_can_hold(const struct wr_net *n, const struct wr_net_sb *sb,
+                     struct wr_held h);
+/* Add h to what c holds, if the budgets allow. */
+bool wr_conn_hold(struct wr_net_conn *c, struct wr_held h);
+/* Give back *h (then zero). */
+void wr_net_release(struct wr_net *n, struct wr_net_sb *sb, struct wr_held *h);
+/* Fixed buffers on the sandbox's side; sized ones upstream. */
+void wr_conn_size_client(struct wr_net_conn *c);
+void wr_conn_size_upstream(struct wr_net_conn *c);
+/* The upstream size for c, chosen (and held) the first time. */
+size_t wr_conn_upstream_size(struct wr_net_conn *c);
 
 struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
                                 enum wr_conn_kind kind);
@@ -453,6 +495,7 @@ struct wr_net_icpt {
   bool denied;     /* cancelled because a new policy denies it: logged so */
   char *deny_rule; /* the denying rule's text, or NULL */
   char deny_reason[256];
+  struct wr_held held; /* its connection's share of the budgets */
 };
 
 /* End every intercepted connection of a sandbox (detach, shutdown). */

@@ -217,7 +217,8 @@ static void start_sniff(struct wr_net_conn *c) {
     wr_conn_close(c);
 }
 
-/* Connections beyond the caps are reset before anything is read. */
+/* Connections beyond the caps, or beyond what the budgets of held buffers
+ * allow (held.c), are reset before anything is read. */
 void wr_proxy_on_connection(uv_stream_t *server, int status) {
   struct wr_net_sb *sb = server->data;
   struct wr_net *n = sb->n;
@@ -228,16 +229,19 @@ void wr_proxy_on_connection(uv_stream_t *server, int status) {
     return;
   }
   if (sb->detached || n->nconns >= WR_CONNS_MAX ||
-      sb->nconns >= WR_CONNS_PER_SANDBOX) {
+      sb->nconns >= WR_CONNS_PER_SANDBOX ||
+      !wr_net_can_hold(n, sb, wr_conn_base_held())) {
     wr_debug("net: %s: connection refused (limit reached)", sb->id);
     wr_net_reject(n, server);
     return;
   }
   c = wr_conn_new(n, sb, WR_CONN_EXPLICIT);
+  wr_conn_hold(c, wr_conn_base_held());
   if (uv_accept(server, (uv_stream_t *)&c->client.tcp) < 0) {
     wr_conn_close(c);
     return;
   }
+  wr_conn_size_client(c);
   c->in = xmalloc(WR_IN_MAX + 1);
   if (redirected(c))
     start_sniff(c);

@@ -16,8 +16,6 @@
  */
 #include "net/net_internal.h"
 
-#define READ_CHUNK 65536
-
 struct conn_write {
   uv_write_t req;
   struct wr_net_side *to;
@@ -125,6 +123,7 @@ static void conn_free(struct wr_net_conn *c) {
   c->n->nconns--;
   if (c->kind != WR_CONN_PORT)
     sb->nconns--;
+  wr_net_release(c->n, sb, &c->held);
   if (c->has_secret) {
     if (c->secret.value != NULL)
       OPENSSL_cleanse(c->secret.value, strlen(c->secret.value));
@@ -279,8 +278,8 @@ static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = WR_IN_MAX - c->in_len;
     return;
   }
-  buf->base = xmalloc(READ_CHUNK);
-  buf->len = READ_CHUNK;
+  buf->base = xmalloc(WR_RELAY_CHUNK);
+  buf->len = WR_RELAY_CHUNK;
 }
 
 /* Send relayed bytes on (takes data); stop reading `from` while `to` is
@@ -399,8 +398,9 @@ static void relay_read(uv_stream_t *stream, ssize_t nread,
     free(buf->base);
     return;
   }
-  relay_forward(
-      c, s, len < READ_CHUNK / 2 ? xrealloc(buf->base, len) : buf->base, len);
+  relay_forward(c, s,
+                len < WR_RELAY_CHUNK / 2 ? xrealloc(buf->base, len) : buf->base,
+                len);
 }
 
 static void relay_resume(struct wr_net_side *s) {

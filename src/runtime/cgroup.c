@@ -12,8 +12,17 @@
 #include <sys/statfs.h>
 #include <time.h>
 
-static const char *ctrl_names[WR_CG_NCTRL] = {"memory", "pids", "cpu",
-                                              "freezer"};
+static const char *ctrl_names[WR_CG_NCTRL] = {"memory",  "pids",   "cpu",
+                                              "freezer", "cpuset", "cpuacct"};
+
+/* Whether another controller already uses the hierarchy at `dir` (cpu and
+ * cpuacct are often mounted together): its groups are made once. */
+static bool mount_taken(const struct wr_cgroup *cg, const char *dir) {
+  for (int i = 0; i < WR_CG_NCTRL; i++)
+    if (cg->v1_mount[i] != NULL && strcmp(cg->v1_mount[i], dir) == 0)
+      return true;
+  return false;
+}
 
 static bool is_cgroup2(const char *path) {
   struct statfs sf;
@@ -32,7 +41,8 @@ static void find_v1_mounts(struct wr_cgroup *cg) {
     if (strcmp(m->mnt_type, "cgroup") != 0)
       continue;
     for (int i = 0; i < WR_CG_NCTRL; i++) {
-      if (cg->v1_mount[i] == NULL && hasmntopt(m, ctrl_names[i]) != NULL)
+      if (cg->v1_mount[i] == NULL && hasmntopt(m, ctrl_names[i]) != NULL &&
+          !mount_taken(cg, m->mnt_dir))
         cg->v1_mount[i] = xstrdup(m->mnt_dir);
     }
   }
@@ -100,6 +110,22 @@ void wr_cgroup_fini(struct wr_cgroup *cg) {
   for (int i = 0; i < WR_CG_NCTRL; i++)
     free(cg->v1_mount[i]);
   memset(cg, 0, sizeof(*cg));
+}
+
+uint64_t wr_cgroup_tcp_budget(const char *tcp_mem, uint64_t page_size) {
+  unsigned long long low, pressure, high;
+
+  if (tcp_mem == NULL ||
+      sscanf(tcp_mem, "%llu %llu %llu", &low, &pressure, &high) != 3 ||
+      pressure == 0 || pressure > UINT64_MAX / 2 / page_size)
+    return 0;
+  return pressure * page_size / 2;
+}
+
+uint64_t wr_cgroup_tcp_limit(uint64_t memory_bytes, uint64_t budget) {
+  uint64_t want = memory_bytes > 0 ? memory_bytes : WR_CGROUP_TCP_UNLIMITED;
+
+  return want < budget ? want : budget;
 }
 
 int wr_cgroup_write(const char *dir, const char *file, const char *value,

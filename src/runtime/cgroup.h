@@ -12,7 +12,7 @@
 
 #include "common/common.h"
 
-#define WR_CGROUP_MAX_HIER 5
+#define WR_CGROUP_MAX_HIER 6
 
 struct wr_cgroup_limits {
   uint64_t memory_bytes; /* 0: none */
@@ -41,12 +41,17 @@ struct wr_cgroup_ops {
   uint64_t (*memory)(const struct wr_cgroup *cg, const char *id);
 };
 
-/* Controllers warren uses. */
+/* Controllers warren uses. On v1, a sandbox is also in the cpuset and
+ * cpuacct hierarchies, with no limits there: LXCFS (view.c) looks for the
+ * reader's CPU quota and usage at the path of its cpuset group, as LXC
+ * containers have them, so all of them must be PARENT/ID. */
 enum wr_cgroup_ctrl {
   WR_CG_MEMORY = 0,
   WR_CG_PIDS,
   WR_CG_CPU,
   WR_CG_FREEZER,
+  WR_CG_CPUSET,
+  WR_CG_CPUACCT,
   WR_CG_NCTRL,
 };
 
@@ -59,6 +64,10 @@ struct wr_cgroup {
   char *v2_mount;
   char *v1_mount[WR_CG_NCTRL];
   bool available[WR_CG_NCTRL];
+  /* v1: what all sandboxes together may hold in socket buffers (the
+   * parent's memory.kmem.tcp.limit_in_bytes; see wr_cgroup_tcp_limit), 0
+   * when this kernel cannot limit them. */
+  uint64_t tcp_budget;
 };
 
 extern const struct wr_cgroup_ops wr_cgroup_v1_ops;
@@ -68,6 +77,26 @@ extern const struct wr_cgroup_ops wr_cgroup_v2_ops;
 int wr_cgroup_init(struct wr_cgroup *cg, int force_version, const char *parent,
                    const char *v2_mount, wr_error_t *err);
 void wr_cgroup_fini(struct wr_cgroup *cg);
+
+/*
+ * Socket buffers on cgroup v1. The v1 memory controller charges a
+ * sandbox's TCP buffers only to a group whose
+ * memory.kmem.tcp.limit_in_bytes was written, and then to that counter,
+ * not to memory.limit_in_bytes; without it they are charged to nobody,
+ * up to the host-wide tcp_mem, where every TCP socket on the host starts
+ * failing. (v2 charges them to memory.max with everything else.)
+ *
+ * The budget of all sandboxes together is half the host's pressure
+ * threshold (tcp_mem[1], in pages, as /proc/sys/net/ipv4/tcp_mem says),
+ * so that warren alone never pushes the host's TCP into pressure: 0 when
+ * the text cannot be read.
+ */
+uint64_t wr_cgroup_tcp_budget(const char *tcp_mem, uint64_t page_size);
+/* A sandbox's own limit: its memory limit (no more in buffers than it was
+ * given memory), or WR_CGROUP_TCP_UNLIMITED without one; never more than
+ * the budget. */
+#define WR_CGROUP_TCP_UNLIMITED (256ull << 20)
+uint64_t wr_cgroup_tcp_limit(uint64_t memory_bytes, uint64_t budget);
 
 /* Helpers shared by the two implementations. */
 int wr_cgroup_write(const char *dir, const char *file, const char *value,

@@ -1,7 +1,12 @@
 /*
  * cgroups v1: one directory per controller hierarchy (memory, pids, cpu,
- * freezer). Hierarchies that are not mounted are skipped; their limits
+ * freezer; and cpuset and cpuacct, without limits, for LXCFS: see
+ * cgroup.h). Hierarchies that are not mounted are skipped; their limits
  * are then not enforced (wr_rt_can_limit says so).
+ *
+ * Every sandbox's memory group also gets a TCP buffer limit, with or
+ * without --memory, and the parent one for all of them (see
+ * wr_cgroup_tcp_budget): v1 charges socket buffers to nobody otherwise.
  */
 #include "runtime/cgroup.h"
 
@@ -25,6 +30,13 @@ static int set_limits(const struct wr_cgroup *cg, const char *id,
   _cleanup_free_ char *cpu = dir_of(cg, WR_CG_CPU, id);
   char v[64];
 
+  if (mem != NULL && cg->tcp_budget > 0) {
+    snprintf(v, sizeof(v), "%llu",
+             (unsigned long long)wr_cgroup_tcp_limit(lim->memory_bytes,
+                                                     cg->tcp_budget));
+    if (wr_cgroup_write(mem, "memory.kmem.tcp.limit_in_bytes", v, err) < 0)
+      return -1;
+  }
   if (lim->memory_bytes > 0 && mem != NULL) {
     snprintf(v, sizeof(v), "%llu", (unsigned long long)lim->memory_bytes);
     if (wr_cgroup_write(mem, "memory.limit_in_bytes", v, err) < 0)
@@ -46,6 +58,43 @@ static int set_limits(const struct wr_cgroup *cg, const char *id,
   return 0;
 }
 
+/* The budget of socket buffers for all sandboxes, on the parent group
+ * (charges go up the hierarchy). A kernel without the file (v1 memory
+ * controller compiled out, or the file gone) leaves the budget 0, and
+ * socket buffers are then bounded only by the host's tcp_mem. */
+static void set_tcp_budget(struct wr_cgroup *cg, const char *parent) {
+  char text[128], v[32];
+  uint64_t budget;
+
+  if (wr_cgroup_read("/proc/sys/net/ipv4", "tcp_mem", text, sizeof(text)) < 0)
+    return;
+  budget = wr_cgroup_tcp_budget(text, (uint64_t)sysconf(_SC_PAGESIZE));
+  snprintf(v, sizeof(v), "%llu", (unsigned long long)budget);
+  if (budget > 0 &&
+      wr_cgroup_write(parent, "memory.kmem.tcp.limit_in_bytes", v, NULL) == 0)
+    cg->tcp_budget = budget;
+  else
+    wr_warn("cgroup v1: cannot limit socket buffers in `%s`: sandboxes' TCP "
+            "buffers are bounded only by the host's tcp_mem",
+            parent);
+}
+
+/* A cpuset group takes no task until it has CPUs and memory nodes: the
+ * parent gets the root's, and passes them on to each sandbox's group
+ * (cgroup.clone_children). */
+static void init_cpuset(const struct wr_cgroup *cg, const char *parent) {
+  static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+  char have[256], root[256];
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(files); i++)
+    if (wr_cgroup_read(parent, files[i], have, sizeof(have)) >= 0 &&
+        (have[0] == '\0' || have[0] == '\n') &&
+        wr_cgroup_read(cg->v1_mount[WR_CG_CPUSET], files[i], root,
+                       sizeof(root)) > 0)
+      wr_cgroup_write(parent, files[i], root, NULL);
+  wr_cgroup_write(parent, "cgroup.clone_children", "1", NULL);
+}
+
 static int v1_setup(struct wr_cgroup *cg, wr_error_t *err) {
   for (int i = 0; i < WR_CG_NCTRL; i++) {
     _cleanup_free_ char *parent = dir_of(cg, i, NULL);
@@ -53,8 +102,12 @@ static int v1_setup(struct wr_cgroup *cg, wr_error_t *err) {
       continue;
     if (mkdir(parent, 0755) < 0 && errno != EEXIST)
       return wr_error_set(err, errno, "create cgroup `%s`", parent);
-    if (i == WR_CG_MEMORY)
+    if (i == WR_CG_MEMORY) {
       wr_cgroup_write(parent, "memory.use_hierarchy", "1", NULL);
+      set_tcp_budget(cg, parent);
+    }
+    if (i == WR_CG_CPUSET)
+      init_cpuset(cg, parent);
     cg->available[i] = true;
   }
   return 0;

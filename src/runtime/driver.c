@@ -61,6 +61,8 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   rt->mkfs_path = wr_disk_find_mkfs();
   rt->loop_ok = wr_disk_supported();
   rt->nft_path = wr_netns_find_nft();
+  if (sched_getaffinity(0, sizeof(rt->cpus), &rt->cpus) < 0)
+    CPU_ZERO(&rt->cpus);
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
       (rt->init_memfd = load_init(cfg->init_path, err)) < 0 ||
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
@@ -71,6 +73,7 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
     wr_rt_free(rt);
     return -1;
   }
+  rt->view = wr_view_new(cfg->root);
   *out = rt;
   return 0;
 }
@@ -87,6 +90,7 @@ void wr_rt_free(struct wr_runtime *rt) {
   free(rt->mkfs_path);
   wr_netns_pool_free(rt->netns_pool);
   free(rt->nft_path);
+  wr_view_free(rt->view);
   free(rt);
 }
 
@@ -458,6 +462,15 @@ static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
   return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups, err);
 }
 
+/* What the sandbox sees of the host's size (view.c): the lxcfs mount its
+ * /proc files are bound from (returned, caller frees) and its CPUs. */
+static char *view_args(struct wr_runtime *rt, const struct wr_rt_spec *s,
+                       struct wr_spawn_args *a) {
+  a->pin_cpus = wr_view_affinity(s->cpus, s->slot, &rt->cpus, &a->cpus);
+  a->lxcfs = wr_view_lxcfs(rt->view, &a->lxcfs_ro);
+  return (char *)a->lxcfs;
+}
+
 static void fail_start(struct wr_runtime *rt, const char *id, int pidfd) {
   if (pidfd >= 0) {
     syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
@@ -482,12 +495,14 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
       .nproc = 0,
   };
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
+  _cleanup_free_ char *lxcfs = NULL;
   int r, pidfd = -1;
 
   struct wr_netns netns = {.fd = -1};
 
   a.rootfs = rootfs;
   a.netns = &netns;
+  lxcfs = view_args(rt, spec, &a);
   memset(inst, 0, sizeof(*inst));
   inst->pidfd = inst->ctl = -1;
   r = open_start_fds(rt, spec, dir, &f, err);

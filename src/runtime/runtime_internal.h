@@ -5,6 +5,8 @@
 #ifndef WR_RUNTIME_INTERNAL_H
 #define WR_RUNTIME_INTERNAL_H
 
+#include <sched.h>
+
 #include "runtime/cgroup.h"
 #include "runtime/runtime.h"
 
@@ -20,6 +22,8 @@ struct wr_runtime {
   char *nft_path;  /* nft, for each sandbox's network filter, or NULL */
   struct wr_netns_pool *netns_pool; /* locked inside; see netns.c */
   bool loop_ok;                     /* /dev/loop-control is usable */
+  struct wr_view *view;             /* lxcfs; locked inside, see view.c */
+  cpu_set_t cpus;                   /* the CPUs warrend may use */
 };
 
 /* userns.c: a user namespace mapping 0..WR_ID_COUNT-1 to the slot's range. */
@@ -77,6 +81,26 @@ void wr_netns_pool_free(struct wr_netns_pool *p);
 int wr_netns_take(struct wr_netns_pool *p, struct wr_netns *ns,
                   wr_error_t *err);
 
+/* view.c: what a sandbox sees of the host's size. */
+struct wr_view;
+/* Find or start the state root's lxcfs (ROOT/lxcfs); never fails: without
+ * lxcfs, sandboxes see the host's figures. */
+struct wr_view *wr_view_new(const char *root);
+void wr_view_free(struct wr_view *v);
+/* The directory of a live lxcfs mount to bind /proc files from (restarted
+ * first if it died), or NULL when there is none. Caller frees. *ro says
+ * whether the mount is read-only (one started by an older warrend may
+ * not be). */
+char *wr_view_lxcfs(struct wr_view *v, bool *ro);
+/* The CPUs a sandbox with `cpus` (> 0) runs on: ceil(cpus) of `allowed`,
+ * starting at a place that depends on the slot so that sandboxes spread
+ * over the host. False when it would be all of them (or cpus is 0). */
+bool wr_view_affinity(double cpus, uint32_t slot, const cpu_set_t *allowed,
+                      cpu_set_t *out);
+/* The /proc files lxcfs serves that spawn.c binds. */
+#define WR_VIEW_FILES "meminfo", "cpuinfo", "stat", "uptime", "loadavg", "swaps"
+#define WR_VIEW_NFILES 6
+
 /* spawn.c: clone warren-init into new namespaces. */
 struct wr_spawn_args {
   const char *rootfs;   /* host path of the merged root */
@@ -97,6 +121,10 @@ struct wr_spawn_args {
   uint64_t nofile;
   uint64_t nproc;
   const struct wr_netns *netns; /* joined by the child */
+  const char *lxcfs;            /* a live lxcfs mount, or NULL */
+  bool lxcfs_ro;                /* ... mounted read-only */
+  bool pin_cpus;                /* run on `cpus` only */
+  cpu_set_t cpus;
 };
 int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
                   wr_error_t *err);

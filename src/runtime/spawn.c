@@ -2,12 +2,14 @@
  * Starting warren-init in a new sandbox.
  *
  * The daemon clones a child into new pid, mount, uts and ipc namespaces.
- * Still host root, and so owning all of them, the child joins the network
- * namespace prepared for it (netns.c: loopback, the filter that sends
- * everything else to warrend, warrend's listeners, which it hands on to
- * warren-init), binds the control socket, builds /proc and /dev inside the
- * sandbox's root, pivots into it, enters a new cgroup namespace once it is
- * in the sandbox's cgroups, and execs warren-init from a sealed memfd.
+ * Still host root, and so owning all of them, the child binds the control
+ * socket (in the host's network namespace, so that its host path is not in
+ * the sandbox's /proc/net/unix), joins the network namespace prepared for
+ * it (netns.c: loopback, the filter that sends everything else to
+ * warrend, warrend's listeners, which it hands on to warren-init), builds
+ * /proc and /dev inside the sandbox's root, pivots into it, enters a new
+ * cgroup namespace once it is in the sandbox's cgroups, and execs
+ * warren-init from a sealed memfd.
  *
  * Joining cgroups: on cgroup v2 the child is cloned straight into its group
  * (CLONE_INTO_CGROUP). Moving a process between cgroups waits for an RCU
@@ -58,7 +60,11 @@ struct child_ctx {
   char shm_opts[96];
   char nofile[24], nproc[24];
   char *argv[16];
+  char *view_src[WR_VIEW_NFILES]; /* lxcfs's files, or NULL */
 };
+
+static const char *const view_files[] = {WR_VIEW_FILES};
+_Static_assert(WR_ARRAY_SIZE(view_files) == WR_VIEW_NFILES, "view files");
 
 static void child_fail(const struct child_ctx *c, const char *step) {
   struct child_report r = {.err = errno};
@@ -102,7 +108,10 @@ static void setup_net(const struct child_ctx *c) {
 }
 
 /* The control socket is bound on the host path before the pivot, by the
- * process that becomes warren-init, so SO_PEERCRED names init itself. */
+ * process that becomes warren-init, so SO_PEERCRED names init itself; and
+ * before joining the sandbox's network namespace: a socket is listed in
+ * /proc/net/unix of the namespace it was made in, and a pathname socket
+ * is reached by its path from any namespace. */
 static void bind_ctl(struct child_ctx *c) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   mode_t old;
@@ -186,17 +195,40 @@ static void bind_ro(const struct child_ctx *c, const char *src, const char *dst,
         dst);
 }
 
+/* The files programs size themselves by, from lxcfs (view.c): the
+ * sandbox's own memory, CPUs, uptime and load, read-only (lxcfs would let
+ * a file open for writing; its mount is read-only, unless an older warrend
+ * started it). A bind that fails (lxcfs died since the daemon looked)
+ * leaves the host's file: a start never fails for a view. */
+static void bind_views(const struct child_ctx *c) {
+  const unsigned long ro =
+      MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  char dst[32];
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(view_files); i++) {
+    if (c->view_src[i] == NULL)
+      continue;
+    snprintf(dst, sizeof(dst), "proc/%s", view_files[i]);
+    if (mount(c->view_src[i], dst, NULL, MS_BIND, NULL) < 0)
+      return;
+    if (!c->a->lxcfs_ro)
+      CHECK(c, mount(NULL, dst, NULL, ro, NULL), dst);
+  }
+}
+
 /* /proc for the new pid namespace, with the entries that expose or affect
- * the host hidden (kernel memory, keys, timers) or read-only (sysctls,
- * irqs, sysrq, and the host-wide pressure files, where any writer could
- * otherwise add triggers that the kernel polls on every pressure change).
- * Entries missing on this kernel are skipped. */
+ * the host hidden (kernel memory, keys, timers; the host's boot command
+ * line, its disks and their statistics, its modules) or read-only
+ * (sysctls, irqs, sysrq, and the host-wide pressure files, where any
+ * writer could otherwise add triggers that the kernel polls on every
+ * pressure change). Entries missing on this kernel are skipped. */
 static void setup_proc(const struct child_ctx *c) {
-  static const char *const hidden[] = {"proc/kcore",         "proc/keys",
-                                       "proc/timer_list",    "proc/sched_debug",
-                                       "proc/latency_stats", "proc/kallsyms",
-                                       "proc/kpagecount",    "proc/kpageflags",
-                                       "proc/kpagecgroup",   "proc/config.gz"};
+  static const char *const hidden[] = {
+      "proc/kcore",       "proc/keys",          "proc/timer_list",
+      "proc/sched_debug", "proc/latency_stats", "proc/kallsyms",
+      "proc/kpagecount",  "proc/kpageflags",    "proc/kpagecgroup",
+      "proc/config.gz",   "proc/cmdline",       "proc/diskstats",
+      "proc/partitions",  "proc/modules"};
   static const char *const empty[] = {"proc/acpi", "proc/scsi", "proc/driver"};
   static const char *const ro[] = {"proc/sys",           "proc/irq",
                                    "proc/bus",           "proc/fs",
@@ -208,6 +240,7 @@ static void setup_proc(const struct child_ctx *c) {
   for (size_t i = 0; i < WR_ARRAY_SIZE(hidden); i++)
     if (access(hidden[i], F_OK) == 0)
       CHECK(c, mount("dev/null", hidden[i], NULL, MS_BIND, NULL), hidden[i]);
+  bind_views(c);
   for (size_t i = 0; i < WR_ARRAY_SIZE(empty); i++)
     if (access(empty[i], F_OK) == 0)
       CHECK(c,
@@ -266,9 +299,12 @@ static _Noreturn void child_main(struct child_ctx *c, int report_fd,
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
   lift_fds(c, report_fd, joined_fd);
+  bind_ctl(c);
   setup_net(c);
   CHECK(c, sethostname(c->a->hostname, strlen(c->a->hostname)), "sethostname");
-  bind_ctl(c);
+  if (c->a->pin_cpus)
+    CHECK(c, sched_setaffinity(0, sizeof(c->a->cpus), &c->a->cpus),
+          "set the CPUs");
   setup_root(c);
   enter_cgroups(c);
   setup_fds(c);
@@ -290,6 +326,8 @@ static void prepare_ctx(struct child_ctx *c, const struct wr_spawn_args *a) {
            a->id_base, a->id_base);
   snprintf(c->nofile, sizeof(c->nofile), "%llu", (unsigned long long)a->nofile);
   snprintf(c->nproc, sizeof(c->nproc), "%llu", (unsigned long long)a->nproc);
+  for (size_t i = 0; a->lxcfs != NULL && i < WR_ARRAY_SIZE(view_files); i++)
+    c->view_src[i] = xasprintf("%s/proc/%s", a->lxcfs, view_files[i]);
   c->argv[n++] = "warren-init";
   c->argv[n++] = "--ctl-fd";
   c->argv[n++] = "3";
@@ -304,6 +342,11 @@ static void prepare_ctx(struct child_ctx *c, const struct wr_spawn_args *a) {
     c->argv[n++] = c->nproc;
   }
   c->argv[n] = NULL;
+}
+
+static void free_ctx(struct child_ctx *c) {
+  for (size_t i = 0; i < WR_ARRAY_SIZE(c->view_src); i++)
+    free(c->view_src[i]);
 }
 
 /* Read the child's report: nothing (EOF) means warren-init was exec'd. */
@@ -358,7 +401,6 @@ int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
   int report[2], joined[2], fd = -1, r = 0;
   pid_t child;
 
-  prepare_ctx(&c, a);
   if (pipe2(report, O_CLOEXEC) < 0)
     return wr_error_set(err, errno, "pipe");
   if (pipe2(joined, O_CLOEXEC) < 0) {
@@ -366,12 +408,14 @@ int wr_spawn_init(const struct wr_spawn_args *a, pid_t *pid, int *pidfd,
     close(report[1]);
     return wr_error_set(err, errno, "pipe");
   }
+  prepare_ctx(&c, a);
   child = clone_child(a, &fd);
   if (child == 0) {
     close(report[0]);
     close(joined[1]);
     child_main(&c, report[1], joined[0]);
   }
+  free_ctx(&c);
   close(report[1]);
   close(joined[0]);
   if (child < 0)

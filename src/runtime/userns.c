@@ -10,11 +10,26 @@
  *
  * The child shares our memory (CLONE_VM, on a small stack of its own), so
  * starting it costs no page-table copy; it only makes system calls.
+ *
+ * A sandbox's namespace is owned by the sandbox's own first host uid, not
+ * by root. The kernel keeps per-user counts (inotify instances and
+ * watches, POSIX message queue bytes, pending signals: "ucounts") at
+ * every level of the user namespace tree, and at the host's level it
+ * charges a namespace's users to the namespace's owner. Were root the
+ * owner, every sandbox and the host's root would share one count: one
+ * sandbox taking all 128 inotify instances or all 800 KiB of message
+ * queues would leave none for the others, nor for host root. Owned by the
+ * sandbox's uid, each sandbox has its own, with the host's per-user
+ * limits. The owner has capabilities over the namespace, but no process
+ * runs as that uid in the host's namespace, and the namespace owns nothing
+ * but itself (the sandbox's other namespaces belong to the host's).
  */
 #include "runtime/runtime_internal.h"
 
 #include <fcntl.h>
+#include <linux/securebits.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -39,6 +54,7 @@ static int write_proc(pid_t pid, const char *file, const char *value,
 
 struct helper {
   int ready[2], go[2];
+  uid_t owner; /* 0: root owns the namespace */
 };
 
 /*
@@ -58,13 +74,28 @@ static void keep_only(int a, int b) {
   close_range((unsigned)hi + 1, ~0U, 0);
 }
 
+/* The namespace's owner is the creator's effective uid. Only the
+ * effective ids change, with SECBIT_NO_SETUID_FIXUP so that the
+ * capabilities stay (some kernels let only a capable task create a user
+ * namespace). Raw system calls: glibc's setresuid would act on every
+ * thread of the daemon, whose memory this child shares. */
+static int become_owner(uid_t owner) {
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0 ||
+      syscall(SYS_setresgid, -1, owner, -1) < 0 ||
+      syscall(SYS_setresuid, -1, owner, -1) < 0)
+    return -1;
+  return 0;
+}
+
 /* Runs in the child: only system calls (it shares the daemon's memory). */
 static int helper_main(void *arg) {
   struct helper *h = arg;
   char c = 0;
 
   keep_only(h->ready[1], h->go[0]);
-  if (unshare(CLONE_NEWUSER) < 0)
+  if (h->owner != 0 && become_owner(h->owner) < 0)
+    c = 1;
+  else if (unshare(CLONE_NEWUSER) < 0)
     c = 1;
   if (write(h->ready[1], &c, 1) != 1 || c != 0)
     _exit(1);
@@ -87,9 +118,9 @@ static int map_and_open(pid_t pid, const char *uid_map, const char *gid_map,
   return 0;
 }
 
-int wr_userns_create_map(const char *uid_map, const char *gid_map,
-                         int *userns_fd, wr_error_t *err) {
-  struct helper h;
+static int create_owned(const char *uid_map, const char *gid_map, uid_t owner,
+                        int *userns_fd, wr_error_t *err) {
+  struct helper h = {.owner = owner};
   char c = 1, *stack;
   int r = -1, status;
   pid_t pid;
@@ -127,11 +158,18 @@ int wr_userns_create_map(const char *uid_map, const char *gid_map,
   return r;
 }
 
+/* Namespaces for a mapping only (workspace mounts) run no process: root
+ * may own them. */
+int wr_userns_create_map(const char *uid_map, const char *gid_map,
+                         int *userns_fd, wr_error_t *err) {
+  return create_owned(uid_map, gid_map, 0, userns_fd, err);
+}
+
 int wr_userns_create(uint32_t slot, int *userns_fd, wr_error_t *err) {
   char map[64];
 
   if (slot > WR_MAX_SLOT)
     return wr_error_set(err, ERANGE, "uid slot %u is out of range", slot);
   snprintf(map, sizeof(map), "0 %u %u\n", wr_rt_id_base(slot), WR_ID_COUNT);
-  return wr_userns_create_map(map, map, userns_fd, err);
+  return create_owned(map, map, wr_rt_id_base(slot), userns_fd, err);
 }

@@ -1,4 +1,5 @@
-/* Unit tests for src/net: names, policy, first-bytes sniffing, DNS. */
+/* Unit tests for src/net: names, policy, first-bytes sniffing, DNS, the
+ * budgets of buffers held for sandboxes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1386,6 +1387,70 @@ static void test_dns_reply_bounds(void **state) {
   assert_int_equal(be16(out + 6), (WR_DNS_MAX - q.question_end) / 16);
 }
 
+/* ---- held buffers (held.c) --------------------------------------------- */
+
+/* Half of tcp_mem's pressure threshold, never below one sandbox's budget;
+ * a fallback for text that makes no sense. */
+static void test_held_budget(void **state) {
+  (void)state;
+  assert_int_equal(wr_net_held_budget("287892\t383858\t575784\n", 4096),
+                   (size_t)383858 * 4096 / 2);
+  assert_int_equal(wr_net_held_budget("10 20 30", 4096), WR_HELD_PER_SANDBOX);
+  assert_int_equal(wr_net_held_budget("x", 4096), WR_HELD_FALLBACK);
+  assert_int_equal(wr_net_held_budget(NULL, 4096), WR_HELD_FALLBACK);
+  assert_int_equal(wr_net_held_budget("1 18446744073709551615 2", 4096),
+                   WR_HELD_FALLBACK);
+}
+
+/* Connections hold their base until the sandbox's budget is full; the
+ * first ones get the largest upstream buffers, later ones the smallest;
+ * what is released can be held again; the global budget counts kernel
+ * buffers only. */
+static void test_held_connections(void **state) {
+  struct wr_net n = {.held_max = (size_t)1 << 30};
+  struct wr_net_sb sb = {.n = &n};
+  struct wr_held base = wr_conn_base_held();
+  struct wr_net_conn *c;
+  size_t count = 0, first = 0, last = 0;
+  struct wr_net_conn **all = xcalloc(1024, sizeof(*all));
+
+  (void)state;
+  assert_true(base.kernel < base.all);
+  while (wr_net_can_hold(&n, &sb, base)) {
+    c = xcalloc(1, sizeof(*c));
+    c->n = &n;
+    c->sb = &sb;
+    assert_true(wr_conn_hold(c, base));
+    last = wr_conn_upstream_size(c);
+    assert_int_equal(wr_conn_upstream_size(c), last); /* chosen once */
+    if (count == 0)
+      first = last;
+    all[count++] = c;
+    assert_true(sb.held <= WR_HELD_PER_SANDBOX);
+    assert_true(count < 1024);
+  }
+  assert_int_equal(first, WR_SOCKBUF_UP_MAX);
+  assert_int_equal(last, WR_SOCKBUF_UP_MIN);
+  assert_true(count > 50);
+  assert_true(n.held_kernel < sb.held);
+  assert_false(wr_conn_hold(all[0], base));
+  wr_net_release(&n, &sb, &all[0]->held);
+  assert_true(wr_net_can_hold(&n, &sb, base));
+  for (size_t i = 1; i < count; i++)
+    wr_net_release(&n, &sb, &all[i]->held);
+  assert_int_equal(sb.held, 0);
+  assert_int_equal(n.held_kernel, 0);
+  for (size_t i = 0; i < count; i++)
+    free(all[i]);
+  free(all);
+
+  /* A small global budget binds before the sandbox's. */
+  n.held_max = 4 * base.kernel;
+  for (count = 0; wr_net_can_hold(&n, &sb, base); count++)
+    sb.held += base.all, n.held_kernel += base.kernel;
+  assert_int_equal(count, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ipv4_encodings_of_loopback),
@@ -1432,6 +1497,8 @@ int main(void) {
       cmocka_unit_test(test_dns_reply),
       cmocka_unit_test(test_dns_reply_aaaa_and_errors),
       cmocka_unit_test(test_dns_reply_bounds),
+      cmocka_unit_test(test_held_budget),
+      cmocka_unit_test(test_held_connections),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
