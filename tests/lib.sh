@@ -230,6 +230,26 @@ echo "$a $b $c"; done; true'
 
 # ---- helpers for the isolation, recovery and cgroup v2 tests -------------
 
+# Remove a state root a test made for a daemon of its own: its lxcfs
+# (a FUSE mount in the root, which outlives the daemon by design), the
+# root, and the cgroup parent the host's registry gave it.
+remove_root() { # DIR
+  local dir=$1 parent pid d
+  parent=$(sqlite3 /var/lib/warren-roots/roots.db \
+    "SELECT cgroup_parent FROM roots WHERE path = '$dir'" 2>/dev/null || true)
+  pid=$(cat "$dir/lxcfs.pid" 2>/dev/null || true)
+  umount "$dir/lxcfs" 2>/dev/null || true
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+  [ -n "$parent" ] || return 0
+  for d in /sys/fs/cgroup/*/"$parent" "/sys/fs/cgroup/$parent"; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null
+  done
+  return 0
+}
+
 # Whether PID exists and is not a zombie waiting to be reaped.
 pid_alive() {
   local state

@@ -64,7 +64,8 @@ second_cleanup() {
     done
   fi
   stop_second
-  rm -rf "$SECOND_ROOT" "$SECOND_SOCK"
+  remove_root "$SECOND_ROOT"
+  rm -f "$SECOND_SOCK"
   for s in ${WR_CLEANUP:-}; do "$WARREN" rm -f "$s" >/dev/null 2>&1; done
   ensure_daemon >/dev/null 2>&1
 }
@@ -176,7 +177,7 @@ test_two_roots_get_distinct_uid_ranges_and_cgroups() {
   # directory deleted): the next daemon's start forgets it.
   second rm -f roots-two >/dev/null
   stop_second
-  rm -rf "$SECOND_ROOT"
+  remove_root "$SECOND_ROOT"
   stop_daemon
   start_daemon
   assert_eq 0 "$(sqlite3 "$ROOTS_DB" "SELECT COUNT(*) FROM roots WHERE \
