@@ -232,10 +232,17 @@ static int cmd_init(const struct wr_cli_ctx *ctx, int argc, char **argv) {
 
 /* ---- ls ------------------------------------------------------------------ */
 
+/* A rule for a name the host's own configuration chose (npm's registry,
+ * apt's mirrors): such a name may resolve to a private address. */
+#define HOST_CHOSEN_NOTE " (host-chosen: private addresses allowed)"
+
 static void add_rule_row(struct wr_cli_table *t, const json_t *rule,
                          const json_t *names) {
   const char *sandbox = json_string_value(json_object_get(rule, "sandbox"));
   char id[32] = "-", port[16] = "-", created[64] = "-";
+  _cleanup_free_ char *source =
+      xasprintf("%s%s", wr_cli_jstr(rule, "source"),
+                wr_cli_jbool(rule, "host_chosen") ? HOST_CHOSEN_NOTE : "");
 
   if (wr_cli_jint(rule, "id") > 0)
     snprintf(id, sizeof(id), "%lld", (long long)wr_cli_jint(rule, "id"));
@@ -244,10 +251,9 @@ static void add_rule_row(struct wr_cli_table *t, const json_t *rule,
   if (json_object_get(rule, "created_at") != NULL)
     wr_cli_field_ago(rule, "created_at", created, sizeof(created));
   wr_cli_table_add(
-      t, (const char *const[]){id, wr_cli_jstr(rule, "action"),
-                               wr_cli_jstr(rule, "host"), port,
-                               sandbox ? name_of(names, sandbox) : "global",
-                               wr_cli_jstr(rule, "source"), created});
+      t, (const char *const[]){
+             id, wr_cli_jstr(rule, "action"), wr_cli_jstr(rule, "host"), port,
+             sandbox ? name_of(names, sandbox) : "global", source, created});
 }
 
 static int print_policy(const struct wr_cli_ctx *ctx, const json_t *policy,
@@ -428,6 +434,9 @@ static void print_check(const json_t *res) {
   wr_cli_line(stdout, "%s: %s",
               wr_cli_jbool(res, "allow") ? "allowed" : "denied",
               wr_cli_jstr(res, "reason"));
+  if (wr_cli_jbool(res, "host_chosen"))
+    wr_cli_line(stdout, "  host-chosen: private addresses allowed (the host's "
+                        "own configuration names this host)");
   json_array_foreach (json_object_get(res, "addresses"), i, addr)
     wr_cli_line(stdout, "  %s: %s (%s)", wr_cli_jstr(addr, "addr"),
                 wr_cli_jbool(addr, "allow") ? "allowed" : "denied",

@@ -8,8 +8,10 @@ static const char help[] =
     "\n"
     "Print the version of this client and, when warrend can be reached,\n"
     "the daemon's /v1/info: its version, API version, driver, cgroup\n"
-    "version, kernel and sandbox counts. An unreachable daemon is reported\n"
-    "but is not an error.\n"
+    "version, kernel, sandbox counts, and the CAs sandboxes trust besides\n"
+    "their image's bundle and warren's own (the host's added CAs and\n"
+    "warrend's --sandbox-ca files; --json lists each by subject, file and\n"
+    "expiry). An unreachable daemon is reported but is not an error.\n"
     "\n"
     "Options:\n"
     "  --json      print {\"client\":{\"version\"},\"daemon\":INFO|null}\n"
@@ -25,6 +27,20 @@ static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* How many extra CAs sandboxes trust, and how many files were left out
+ * (a daemon older than this client says nothing about them). */
+static void print_cas(const json_t *cas) {
+  size_t skipped = json_array_size(json_object_get(cas, "skipped"));
+
+  if (!json_is_object(cas))
+    return;
+  printf("sandbox CAs: %lld besides the image's and warren's",
+         (long long)wr_cli_jint(cas, "count"));
+  if (skipped > 0)
+    printf(" (%zu file(s) skipped: see --json)", skipped);
+  printf("\n");
+}
 
 /* The daemon's part only when it answered; why not otherwise. */
 static void print_human(const json_t *info, const wr_error_t *err) {
@@ -42,6 +58,7 @@ static void print_human(const json_t *info, const wr_error_t *err) {
   printf("sandboxes: %lld (%lld running)\n",
          (long long)wr_cli_jint(info, "sandboxes"),
          (long long)wr_cli_jint(info, "running"));
+  print_cas(json_object_get(info, "sandbox_cas"));
 }
 
 static int print_json(const json_t *info) {

@@ -36,6 +36,10 @@ struct wr_daemon_config {
                                 upstreams, or NULL */
   const char *hosts_file;    /* static name entries for the proxy's
                                 resolver, or NULL */
+  const char *host_ca_dir;   /* the CAs the host's administrator added,
+                                trusted inside sandboxes; NULL: none */
+  char *const *sandbox_cas;  /* more CA files trusted inside, NULL-ended;
+                                may be NULL */
   unsigned netns_pool;       /* network namespaces kept ready */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */

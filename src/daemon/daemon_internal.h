@@ -424,6 +424,12 @@ bool wr_network_sets_env(const char *name);
 void wr_network_sandbox_json_extras(const struct wr_sandbox *sb, json_t *json);
 /* warren's CA certificate (PEM), for the sandbox's trust store. */
 const char *wr_network_ca_pem(struct wr_daemon *d);
+/* The scanner of the extra CAs sandboxes trust: thread-safe, so a start
+ * job scans with it on its worker thread (wr_trust_scan). */
+struct wr_trust *wr_network_trust(struct wr_daemon *d);
+/* {"count","cas":[{subject,file,not_after,source}],"skipped":[...]}: the
+ * extra CAs as the last scan found them (no I/O). */
+json_t *wr_network_trust_json(struct wr_daemon *d);
 
 void wr_api_policy_get(wr_http_req_t *req, void *ctx);
 void wr_api_policy_init(wr_http_req_t *req, void *ctx);

@@ -47,6 +47,13 @@ static const char usage[] =
     "                     proxy connects to hosts it sets secrets for\n"
     "  --hosts-file FILE  \"ADDR NAME...\" lines the proxy's resolver reads\n"
     "                     before the host's own\n"
+    "  --sandbox-ca FILE  also trust these CA certificates (PEM) inside every\n"
+    "                     sandbox (repeatable)\n"
+    "  --host-ca-dir DIR  the CAs this host's administrator added, trusted\n"
+    "                     inside every sandbox: each .crt file below DIR\n"
+    "                     (default /usr/local/share/ca-certificates, read\n"
+    "                     again at each sandbox start)\n"
+    "  --no-host-cas      do not trust the host's added CAs inside sandboxes\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --policy-log-max N the connection log keeps at most N entries in\n"
@@ -169,7 +176,8 @@ static void check_policy_log(struct wr_netlog_limits *l, bool sandbox_given) {
 }
 
 static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
-                       enum wr_log_level *level, bool *json) {
+                       char ***sandbox_cas, enum wr_log_level *level,
+                       bool *json) {
   static const struct option opts[] = {
       {"root", required_argument, NULL, 'r'},
       {"socket", required_argument, NULL, 's'},
@@ -182,6 +190,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"data-dir", required_argument, NULL, 'd'},
       {"upstream-ca", required_argument, NULL, 'u'},
       {"hosts-file", required_argument, NULL, 'H'},
+      {"sandbox-ca", required_argument, NULL, 'C'},
+      {"host-ca-dir", required_argument, NULL, 'A'},
+      {"no-host-cas", no_argument, NULL, 'n'},
       {"netns-pool", required_argument, NULL, 'N'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -190,7 +201,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  bool sandbox_max_given = false;
+  bool sandbox_max_given = false, no_host_cas = false;
   int c;
 
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -228,6 +239,15 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
     case 'H':
       cfg->hosts_file = optarg;
       break;
+    case 'C':
+      *sandbox_cas = wr_strv_push(*sandbox_cas, optarg);
+      break;
+    case 'A':
+      cfg->host_ca_dir = optarg;
+      break;
+    case 'n':
+      no_host_cas = true;
+      break;
     case 'N':
       cfg->netns_pool = parse_pool(optarg);
       break;
@@ -256,6 +276,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
   if (optind < argc)
     die_usage("unexpected argument", argv[optind]);
   check_policy_log(&cfg->policy_log, sandbox_max_given);
+  if (no_host_cas)
+    cfg->host_ca_dir = NULL;
+  cfg->sandbox_cas = *sandbox_cas;
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -281,17 +304,19 @@ int main(int argc, char **argv) {
       .roots_db = WR_ROOTS_DB,
       .default_image = "base",
       .netns_pool = 4,
+      .host_ca_dir = "/usr/local/share/ca-certificates",
       .policy_log = {.max = WR_NETLOG_MAX,
                      .sandbox_max = WR_NETLOG_SANDBOX_MAX},
   };
   _cleanup_free_ char *init_path = NULL;
+  _cleanup_strv_ char **sandbox_cas = xcalloc(1, sizeof(char *));
   enum wr_log_level level = WR_LOG_INFO;
   bool json = false;
   wr_error_t err;
   uv_loop_t *loop = uv_default_loop();
   int r;
 
-  parse_args(argc, argv, &cfg, &level, &json);
+  parse_args(argc, argv, &cfg, &sandbox_cas, &level, &json);
   wr_log_init("warrend", level, json);
   if (geteuid() != 0) {
     fputs("warrend: must run as root (it creates namespaces, cgroups and "

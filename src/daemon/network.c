@@ -277,12 +277,37 @@ static void npm_work(struct wr_job *job) {
     job->result = 0;
 }
 
-/* The host of "https://[USER@]HOST[:PORT]/path", normalised. */
-static int registry_host(const char *url, char host[WR_HOST_MAX],
-                         wr_error_t *err) {
+/* The port a URL names after its host (p points past the host), else
+ * its scheme's. */
+static int url_port(const char *url, const char *p, const char *end,
+                    uint16_t *port, wr_error_t *err) {
+  uint64_t n;
+  _cleanup_free_ char *digits = NULL;
+
+  if (p < end && *p == ':') {
+    digits = xstrndup(p + 1, (size_t)(end - p - 1));
+    if (wr_parse_u64(digits, 1, 65535, &n, NULL) < 0)
+      return wr_error_setx(err, EINVAL, "`%s` names a bad port", url);
+    *port = (uint16_t)n;
+  } else if (wr_str_has_prefix(url, "https://")) {
+    *port = 443;
+  } else if (wr_str_has_prefix(url, "http://")) {
+    *port = 80;
+  } else {
+    return wr_error_setx(err, EINVAL, "`%s` is not an http(s) URL", url);
+  }
+  return 0;
+}
+
+/* "HOST:PORT" of "http[s]://[USER@]HOST[:PORT]/path", the host
+ * normalised, the port the URL's (or its scheme's): the preset allows
+ * that host on that port only. */
+static int registry_host(const char *url, char **out, wr_error_t *err) {
   const char *p = strstr(url, "://");
-  const char *end, *at, *close;
+  const char *end, *at, *close, *after;
   _cleanup_free_ char *name = NULL;
+  char host[WR_HOST_MAX];
+  uint16_t port = 0;
 
   if (p == NULL)
     return wr_error_setx(err, EINVAL, "`%s` is not a URL", url);
@@ -296,28 +321,36 @@ static int registry_host(const char *url, char host[WR_HOST_MAX],
     if (close == NULL)
       return wr_error_setx(err, EINVAL, "`%s` is not a URL", url);
     name = xstrndup(p + 1, (size_t)(close - p - 1));
+    after = close + 1;
   } else {
     name = xstrndup(p, WR_MIN(strcspn(p, ":"), (size_t)(end - p)));
+    after = p + strlen(name);
   }
-  return wr_net_normalize_host(name, host, NULL, NULL, err);
+  if (wr_net_normalize_host(name, host, NULL, NULL, err) < 0 ||
+      url_port(url, after, end, &port, err) < 0)
+    return -1;
+  *out =
+      xasprintf(strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+  return 0;
 }
 
 static void npm_done(struct wr_job *job) {
   struct npm_query *q = job->arg;
   struct wr_network *nw = q->nw;
-  char host[WR_HOST_MAX];
+  char *host = NULL;
   wr_error_t err;
 
   nw->npm = NULL;
   if (!nw->stopping && job->result == 0) {
     q->output[strcspn(q->output, "\r\n")] = '\0';
-    if (registry_host(q->output, host, &err) < 0) {
+    if (registry_host(q->output, &host, &err) < 0) {
       wr_warn("policy: npm's registry: %s; the balanced preset leaves it "
               "out",
               err.msg);
     } else {
       wr_info("policy: npm's registry is %s", host);
-      nw->npm_registry = xstrdup(host);
+      free(nw->npm_registry);
+      nw->npm_registry = host;
       if (wr_network_rebuild_policy(nw, &err) < 0)
         wr_warn("policy: %s", err.msg);
     }
@@ -644,6 +677,67 @@ static void on_net_event(void *arg, const struct wr_net_event *ev) {
   wr_network_log_notify(nw, &rec);
 }
 
+/* ---- the CAs sandboxes trust ----------------------------------------------
+ */
+
+/* The first scan, at daemon start (a few small local files, as for the
+ * apt sources): a --sandbox-ca file that cannot be used is a mistake in
+ * the daemon's options, so it stops the start; a bad file in the host's
+ * directory is only skipped (someone else may have put it there). */
+static int scan_trust(struct wr_network *nw, wr_error_t *err) {
+  const struct wr_daemon_config *cfg = &nw->d->cfg;
+  struct wr_trust_config tc = {.host_dir = cfg->host_ca_dir,
+                               .files = cfg->sandbox_cas};
+  struct wr_trust_set *s;
+  int r = 0;
+
+  nw->trust = wr_trust_new(&tc);
+  s = wr_trust_scan(nw->trust);
+  for (size_t i = 0; i < wr_trust_set_nskipped(s) && r == 0; i++) {
+    const struct wr_trust_skip *k = wr_trust_set_skipped(s, i);
+    for (size_t j = 0; cfg->sandbox_cas && cfg->sandbox_cas[j] && r == 0; j++)
+      if (strcmp(cfg->sandbox_cas[j], k->file) == 0)
+        r = wr_error_setx(err, EINVAL, "--sandbox-ca %s: %s", k->file,
+                          k->reason);
+  }
+  if (r == 0)
+    wr_info("sandboxes trust %zu CA(s) besides their image's and warren's "
+            "(host CAs: %s)",
+            wr_trust_set_count(s), cfg->host_ca_dir ? cfg->host_ca_dir : "off");
+  wr_trust_set_unref(s);
+  return r;
+}
+
+struct wr_trust *wr_network_trust(struct wr_daemon *d) {
+  return d->network->trust;
+}
+
+json_t *wr_network_trust_json(struct wr_daemon *d) {
+  struct wr_trust_set *s = wr_trust_last(d->network->trust);
+  json_t *cas = json_array(), *skipped = json_array();
+  size_t n = wr_trust_set_count(s);
+
+  for (size_t i = 0; i < n; i++) {
+    const struct wr_trust_ca *ca = wr_trust_set_ca(s, i);
+    json_array_append_new(cas,
+                          json_pack("{s:s,s:o,s:s,s:s}", "subject", ca->subject,
+                                    "file", wr_json_string_lossy(ca->file),
+                                    "not_after", ca->not_after, "source",
+                                    ca->host ? "host" : "sandbox-ca"));
+  }
+  for (size_t i = 0; i < wr_trust_set_nskipped(s); i++) {
+    const struct wr_trust_skip *k = wr_trust_set_skipped(s, i);
+    json_array_append_new(
+        skipped, json_pack("{s:o,s:o}", "file", wr_json_string_lossy(k->file),
+                           "reason", wr_json_string_lossy(k->reason)));
+  }
+  wr_trust_set_unref(s);
+  return json_pack("{s:I,s:o,s:o,s:o}", "count", (json_int_t)n, "host_dir",
+                   d->cfg.host_ca_dir ? json_string(d->cfg.host_ca_dir)
+                                      : json_null(),
+                   "cas", cas, "skipped", skipped);
+}
+
 /* ---- lifecycle ----------------------------------------------------------- */
 
 static int make_engine(struct wr_network *nw, wr_error_t *err) {
@@ -690,7 +784,8 @@ int wr_network_init(struct wr_daemon *d, wr_error_t *err) {
   if (nw->data_dir != NULL)
     wr_info("data files in %s", nw->data_dir);
   find_apt_hosts(nw);
-  if (make_engine(nw, err) < 0 || wr_network_rebuild_policy(nw, err) < 0 ||
+  if (scan_trust(nw, err) < 0 || make_engine(nw, err) < 0 ||
+      wr_network_rebuild_policy(nw, err) < 0 ||
       wr_network_reload_secrets(nw, err) < 0)
     return wr_error_wrap(err, "network");
   republish(nw);
@@ -719,6 +814,7 @@ void wr_network_free(struct wr_daemon *d) {
   if (nw->net != NULL)
     wr_net_free(nw->net);
   wr_policy_unref(nw->policy);
+  wr_trust_free(nw->trust);
   wr_strv_free(nw->secret_env);
   free(nw->data_dir);
   free(nw->npm_registry);
@@ -769,7 +865,10 @@ void wr_network_sandbox_removed(struct wr_sandbox *sb) {
     wr_warn("sandbox %s: %s", sb->name, err.msg);
 }
 
-/* What every process of every sandbox gets: the proxy and warren's CA. */
+/* What every process of every sandbox gets: the proxy, and the bundle
+ * that holds warren's CA and the extra ones for every TLS stack that does
+ * not read the system bundle on its own (Python requests and pip carry
+ * certifi's; Node carries its own and reads one extra file). */
 static const char *const fixed_env[] = {
     "HTTP_PROXY=" WR_PROXY_URL,
     "HTTPS_PROXY=" WR_PROXY_URL,
@@ -779,6 +878,7 @@ static const char *const fixed_env[] = {
     "no_proxy=" NO_PROXY,
     "SSL_CERT_FILE=" SYSTEM_CA_BUNDLE,
     "REQUESTS_CA_BUNDLE=" SYSTEM_CA_BUNDLE,
+    "PIP_CERT=" SYSTEM_CA_BUNDLE,
     "NODE_EXTRA_CA_CERTS=" WARREN_CA_FILE,
 };
 

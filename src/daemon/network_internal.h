@@ -22,6 +22,7 @@ struct wr_network {
   char *npm_registry;       /* host of npm's registry, or NULL */
   char **apt_hosts;         /* hosts of this host's apt sources */
   struct wr_policy *policy; /* the one in force (a reference) */
+  struct wr_trust *trust;   /* the extra CAs sandboxes trust */
   char **secret_env;        /* every secret's placeholder variables */
   struct wr_log_follower *followers; /* `policy log --follow` clients */
   struct npm_query *npm;             /* asking npm, or NULL */

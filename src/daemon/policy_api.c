@@ -38,12 +38,13 @@ static json_t *rule_rec_json(const struct wr_rule_rec *r) {
 
 /* A rule of the policy in force: a preset's rules have no id. */
 static json_t *rule_json(const struct wr_rule *r) {
-  return json_pack("{s:o,s:s,s:o,s:o,s:o,s:o}", "id",
+  return json_pack("{s:o,s:s,s:o,s:o,s:o,s:o,s:b}", "id",
                    r->id != 0 ? json_integer(r->id) : json_null(), "action",
                    r->allow ? "allow" : "deny", "host",
                    text_or_null(r->pattern), "port", port_or_null(r->port),
                    "sandbox", text_or_null(r->sandbox), "source",
-                   text_or_null(r->source ? r->source : "preset"));
+                   text_or_null(r->source ? r->source : "preset"),
+                   "host_chosen", r->host_chosen);
 }
 
 /* The preset, the stored rules (all, or the global ones and one
@@ -231,13 +232,17 @@ static json_t *address_json(const struct wr_net_addr *a,
                    wr_json_string_lossy(v->reason));
 }
 
-/* The overall verdict is the first stage that denies, else the name's. */
+/* The overall verdict is the first stage that denies, else the name's.
+ * host_chosen says whether the name's own rule is one the host's
+ * configuration chose, even when an address then denies. */
 static json_t *check_json(const struct check *c, const struct wr_verdict *v,
                           json_t *addresses) {
   return json_pack(
-      "{s:s,s:i,s:b,s:o,s:o,s:o}", "host", c->host, "port", (int)c->port,
+      "{s:s,s:i,s:b,s:o,s:o,s:o,s:b}", "host", c->host, "port", (int)c->port,
       "allow", v->allow, "reason", wr_json_string_lossy(v->reason), "rule",
-      v->rule ? rule_json(v->rule) : json_null(), "addresses", addresses);
+      v->rule ? rule_json(v->rule) : json_null(), "addresses", addresses,
+      "host_chosen",
+      !c->is_ip && c->name.allow && c->name.rule && c->name.rule->host_chosen);
 }
 
 static void check_ip(struct check *c) {

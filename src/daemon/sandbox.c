@@ -468,6 +468,8 @@ struct sb_job {
   struct wr_job job;
   struct wr_sandbox *sb;
   struct wr_rt_spec spec;
+  struct wr_trust *trust;         /* the scanner of the extra CAs */
+  struct wr_trust_set *trust_set; /* what a create or start installed */
   struct wr_rt_instance inst;
   wr_http_req_t *req;
   bool start;  /* create: start after preparing */
@@ -486,12 +488,14 @@ static struct sb_job *sb_job_new(struct wr_sandbox *sb, wr_http_req_t *req,
   j->job.arg = j;
   j->inst.pidfd = j->inst.ctl = -1;
   wr_sandbox_rt_spec(sb, &j->spec);
+  j->trust = wr_network_trust(sb->d);
   sb->busy = what;
   wr_sandbox_ref(sb);
   return j;
 }
 
 static void sb_job_end(struct sb_job *j) {
+  wr_trust_set_unref(j->trust_set);
   j->sb->busy = NULL;
   wr_sandbox_unref(j->sb);
   free(j);
@@ -538,12 +542,21 @@ static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
   return 0;
 }
 
+/* The extra CAs as the host has them now, so that a CA added on the host
+ * reaches a sandbox at its next start. On the job's worker thread: it
+ * reads the host's CA directory (when something in it changed). */
+static void scan_cas(struct sb_job *j) {
+  j->trust_set = wr_trust_scan(j->trust);
+  j->spec.extra_cas = wr_trust_set_pem(j->trust_set);
+}
+
 /* ---- create ------------------------------------------------------------- */
 
 static void create_work(struct wr_job *job) {
   struct sb_job *j = job->arg;
   uint64_t t0 = wr_mono_ns(), t1;
 
+  scan_cas(j);
   if (j->start)
     job->result = wr_rt_create(job->d->rt, &j->spec, &j->inst, &job->err);
   else
@@ -938,6 +951,7 @@ static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen);
 static void start_work(struct wr_job *job) {
   struct sb_job *j = job->arg;
 
+  scan_cas(j);
   job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
 }
 

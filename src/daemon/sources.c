@@ -469,10 +469,12 @@ int wr_host_codename(char **out, wr_error_t *err) {
   return wr_os_codename("/usr/lib/os-release", out, err);
 }
 
-/* The host of one "http[s]://host[:port]/path" URI; NULL for other
- * schemes (file:, cdrom:, mirror+file:, ...), which reach no server. */
+/* "HOST:PORT" of one "http[s]://host[:port]/path" URI (the scheme's port
+ * when it names none); NULL for other schemes (file:, cdrom:,
+ * mirror+file:, ...), which reach no server. */
 static char *uri_host(const char *uri) {
-  const char *p, *end;
+  const char *p, *end, *port;
+  size_t digits;
 
   if (wr_str_has_prefix(uri, "http://"))
     p = uri + 7;
@@ -486,7 +488,13 @@ static char *uri_host(const char *uri) {
     end = strchr(p, ']') != NULL ? strchr(p, ']') + 1 : p + strlen(p);
   else
     end = p + strcspn(p, ":/");
-  return end > p ? xstrndup(p, (size_t)(end - p)) : NULL;
+  if (end == p)
+    return NULL;
+  port = wr_str_has_prefix(uri, "https://") ? "443" : "80";
+  digits = *end == ':' ? strspn(end + 1, "0123456789") : 0;
+  if (digits > 0 && digits <= 5)
+    return xasprintf("%.*s:%.*s", (int)(end - p), p, (int)digits, end + 1);
+  return xasprintf("%.*s:%s", (int)(end - p), p, port);
 }
 
 int wr_apt_source_hosts(const char *etc_apt_dir, const char *codename,

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <uv.h>
 
 #include "common/common.h"
@@ -125,6 +126,13 @@ struct wr_rule {
   unsigned prefix;         /* CIDR rules (32 or 128 for IP rules) */
   uint16_t port;           /* 0: every port */
   char *source;            /* "user", "preset balanced" */
+  /* A name the host's own configuration chose (the preset's
+   * "@npm-registry" and "@apt-sources"), not a sandbox's user: it may
+   * resolve to a private or reserved address (a company mirror), though
+   * never to a loopback, link-local, metadata or multicast one, nor to
+   * the host's own (wr_policy_host_chosen_ok). Never set on a rule that
+   * someone wrote. */
+  bool host_chosen;
 };
 
 /* Parse "HOST[:PORT]" as given to `warren policy allow|deny network`:
@@ -146,19 +154,26 @@ void wr_policy_add(struct wr_policy *p, const struct wr_rule *r);
 /* Hosts the preset file names by reference, as configured on this host
  * (never written into warren). */
 struct wr_preset_refs {
-  const char *npm_registry; /* "@npm-registry": npm's registry host */
+  const char *npm_registry; /* "@npm-registry": npm's registry,
+                               "HOST[:PORT]" (the port its URL names) */
   char *const *apt_hosts;   /* "@apt-sources": the hosts of the host's apt
-                               sources, NULL-ended */
+                               sources, "HOST[:PORT]", NULL-ended */
 };
 /* Add the balanced preset's domains from a data file: one "name" or
  * "*.suffix" per line, "#" comments. "@npm-registry" and "@apt-sources"
  * stand for the hosts in refs (skipped when absent; refs may be NULL).
- * Rules get source "preset balanced". */
+ * Rules get source "preset balanced"; those from refs are host_chosen,
+ * with source "preset balanced: npm registry" or "...: apt source". */
 int wr_policy_load_preset(struct wr_policy *p, const char *path,
                           const struct wr_preset_refs *refs, wr_error_t *err);
 struct wr_policy *wr_policy_ref(struct wr_policy *p);
 void wr_policy_unref(struct wr_policy *p);
 enum wr_policy_preset wr_policy_get_preset(const struct wr_policy *p);
+/* Whether a host-chosen name may lead to an address of this class:
+ * private, CGNAT, ULA and reserved ones, which a company mirror or the
+ * host's resolver may hand out; never loopback, link-local, metadata,
+ * multicast or unspecified. */
+bool wr_policy_host_chosen_ok(enum wr_addr_class c);
 size_t wr_policy_nrules(const struct wr_policy *p);
 const struct wr_rule *wr_policy_rule(const struct wr_policy *p, size_t i);
 
@@ -300,5 +315,73 @@ int wr_net_unpublish(struct wr_net *n, const char *sandbox, uint16_t host_port,
  * nonblocking). Loop thread: it switches the thread's namespace for the
  * call and back. */
 int wr_net_socket_in(int netns_fd, int domain, int type, wr_error_t *err);
+
+/* ---- CAs trusted inside sandboxes (trust.c) ------------------------------ */
+
+/* Besides its image's bundle and warren's own CA, every sandbox trusts
+ * the CAs the host's administrator added (the .crt files below a
+ * directory, Debian's /usr/local/share/ca-certificates) and the files the
+ * operator names (--sandbox-ca). */
+struct wr_trust_config {
+  const char *host_dir; /* NULL: no host CAs (--no-host-cas) */
+  char *const *files;   /* --sandbox-ca files, NULL-ended; may be NULL */
+};
+
+/* One CA of a set. */
+struct wr_trust_ca {
+  char *subject;   /* RFC 2253, ASCII (other bytes escaped) */
+  char *file;      /* the file it came from */
+  char *not_after; /* RFC 3339 */
+  bool host;       /* from the host's directory, else --sandbox-ca */
+};
+
+/* A file that was left out, and why. */
+struct wr_trust_skip {
+  char *file;
+  char *reason;
+};
+
+/* One certificate as wr_trust_parse found it. */
+struct wr_trust_cert {
+  char *subject, *not_after;
+  unsigned char sha256[32]; /* of the DER */
+  char *pem;                /* OpenSSL's encoding of the parsed certificate */
+};
+
+/* Parse one file's text: one or more PEM CERTIFICATE blocks (text between
+ * them is ignored), each whole X.509 and not expired at `now`. Any other
+ * block (a private key, a CRL), a header, a bad block or no certificate
+ * at all fails the whole file, with a message for the operator. */
+int wr_trust_parse(const char *data, size_t len, time_t now,
+                   struct wr_trust_cert **out, size_t *n, wr_error_t *err);
+void wr_trust_certs_free(struct wr_trust_cert *c, size_t n);
+
+/* A set of CAs as one scan found them: immutable and shared by
+ * reference between threads. */
+struct wr_trust_set;
+void wr_trust_set_unref(struct wr_trust_set *s);
+/* Every CA in PEM, each after a "# SUBJECT (FILE)" line; "" for none or
+ * a NULL set. */
+const char *wr_trust_set_pem(const struct wr_trust_set *s);
+size_t wr_trust_set_count(const struct wr_trust_set *s);
+const struct wr_trust_ca *wr_trust_set_ca(const struct wr_trust_set *s,
+                                          size_t i);
+size_t wr_trust_set_nskipped(const struct wr_trust_set *s);
+const struct wr_trust_skip *wr_trust_set_skipped(const struct wr_trust_set *s,
+                                                 size_t i);
+
+/* The scanner and its cache. Thread-safe: scans run on worker threads
+ * while the loop asks for the last set. */
+struct wr_trust;
+struct wr_trust *wr_trust_new(const struct wr_trust_config *cfg);
+void wr_trust_free(struct wr_trust *t);
+/* Look at the files again and return the set they make now (a
+ * reference): the last set when no file changed (path, inode, size,
+ * mtime), else a new one, each bad file skipped with a warning. Blocks on
+ * the filesystem (a listing and a stat per file, reads when something
+ * changed): worker threads, or the daemon's start. */
+struct wr_trust_set *wr_trust_scan(struct wr_trust *t);
+/* The last scan's set (a reference; NULL before the first), no I/O. */
+struct wr_trust_set *wr_trust_last(struct wr_trust *t);
 
 #endif

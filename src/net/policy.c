@@ -287,7 +287,11 @@ static int preset_rule(struct wr_policy *p, const char *spec, const char *ref,
                          "addresses",
                          where, spec);
   }
-  r.source = xstrdup(PRESET_SOURCE);
+  /* Only the host's own files and npm's configuration name these hosts,
+   * and the host resolves them: a sandbox cannot point them elsewhere. */
+  r.host_chosen = ref != NULL;
+  r.source = ref != NULL ? xasprintf(PRESET_SOURCE ": %s", ref)
+                         : xstrdup(PRESET_SOURCE);
   wr_policy_add(p, &r);
   wr_rule_clear(&r);
   return 0;
@@ -467,11 +471,19 @@ static void name_stage(const struct wr_policy *p, const struct target *t,
     by_preset(v, p, t->host);
 }
 
+bool wr_policy_host_chosen_ok(enum wr_addr_class c) {
+  return c == WR_ADDR_PUBLIC || c == WR_ADDR_PRIVATE || c == WR_ADDR_CGNAT ||
+         c == WR_ADDR_ULA || c == WR_ADDR_RESERVED;
+}
+
 /* The address stage. Only IP and CIDR rules name addresses; an address
- * that is not public needs one. With a name, a public address that no
- * rule denies is allowed here and the name stage's verdict stands. */
+ * that is not public needs one, unless the name that led there is
+ * host-chosen (by_name, the name stage's allow rule) and the address of a
+ * class such a name may have. With a name, an address allowed here
+ * leaves the name stage's verdict standing. */
 static void addr_stage(const struct wr_policy *p, const struct target *t,
-                       bool named, struct wr_verdict *v) {
+                       bool named, const struct wr_rule *by_name,
+                       struct wr_verdict *v) {
   const struct wr_rule *r = find_rule(p, t, false);
   enum wr_addr_class cls = wr_net_addr_class(t->addr);
   char text[INET6_ADDRSTRLEN];
@@ -483,7 +495,13 @@ static void addr_stage(const struct wr_policy *p, const struct target *t,
     return;
   }
   wr_net_addr_format(t->addr, text, sizeof(text));
-  if (cls != WR_ADDR_PUBLIC) {
+  if (cls != WR_ADDR_PUBLIC && by_name != NULL && by_name->host_chosen &&
+      wr_policy_host_chosen_ok(cls)) {
+    v->allow = true;
+    v->rule = NULL;
+    set_reason(v, "%s is %s; allowed for a host-chosen name", text,
+               wr_net_addr_class_name(cls));
+  } else if (cls != WR_ADDR_PUBLIC) {
     v->allow = false;
     v->rule = NULL;
     set_reason(v, "%s is %s and no rule names it", text,
@@ -524,7 +542,8 @@ void wr_policy_check(const struct wr_policy *p, const char *sandbox,
       return;
   }
   memset(&av, 0, sizeof(av));
-  addr_stage(p, &where, name.host != NULL, &av);
+  addr_stage(p, &where, name.host != NULL,
+             name.host != NULL && v->allow ? v->rule : NULL, &av);
   if (!av.allow || name.host == NULL)
     *v = av;
 }

@@ -258,34 +258,45 @@ static int ensure_mounted(const struct wr_runtime *rt,
   return wr_rootfs_mount(dir, layers, s->image_dir, userns_fd, err);
 }
 
-/* Where warren's CA goes inside: its own file (NODE_EXTRA_CA_CERTS points
- * there) and appended to the system bundle that OpenSSL, curl, Python and
- * git read. The image's bundle is the base each time, so a sandbox that
- * is started again gets the current CA once. */
+/* Where warren's CA goes inside: its own file, with the extra CAs after
+ * it (NODE_EXTRA_CA_CERTS points there: Node reads one extra file), and
+ * appended with them to the system bundle that OpenSSL, curl, Python,
+ * pip and git read. The image's bundle is the base each time, so a
+ * sandbox that is started again gets the current CAs once, and a CA the
+ * host no longer has leaves it. The file sits where Debian's
+ * update-ca-certificates looks, so running that inside keeps them. */
 #define CA_DIR "/usr/local/share/ca-certificates"
 #define CA_FILE CA_DIR "/warren-ca.crt"
 #define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define BUNDLE_MAX (16u << 20)
 
+static char *own_cas(const struct wr_rt_spec *s) {
+  const char *extra = s->extra_cas != NULL ? s->extra_cas : "";
+
+  return xasprintf("%s%s%s", s->ca_pem != NULL ? s->ca_pem : "",
+                   *extra != '\0' ? "# CAs of the host and --sandbox-ca\n" : "",
+                   extra);
+}
+
 static int seed_trust(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
   struct wr_files_ctx fc = {.rootfd = rootfd,
                             .id_base = wr_rt_id_base(s->slot),
                             .id_count = WR_ID_COUNT};
-  _cleanup_free_ char *image_bundle = NULL, *bundle = NULL;
+  _cleanup_free_ char *image_bundle = NULL, *bundle = NULL, *own = NULL;
   _cleanup_free_ char *path = NULL;
   size_t len = 0;
 
-  if (s->ca_pem == NULL)
+  if (s->ca_pem == NULL && (s->extra_cas == NULL || *s->extra_cas == '\0'))
     return 0;
+  own = own_cas(s);
   if (wr_files_mkdir(&fc, CA_DIR, 0755, true, err) < 0 ||
-      write_in_root(rootfd, CA_FILE, s->ca_pem, fc.id_base, err) < 0)
+      write_in_root(rootfd, CA_FILE, own, fc.id_base, err) < 0)
     return wr_error_wrap(err, "install warren's CA");
   path = xasprintf("%s" CA_BUNDLE, s->image_dir);
   if (wr_read_file(path, BUNDLE_MAX, &image_bundle, &len, NULL) < 0)
     image_bundle = xstrdup("");
   bundle = xasprintf("%s%s# warren's CA (the egress proxy)\n%s", image_bundle,
-                     len > 0 && image_bundle[len - 1] != '\n' ? "\n" : "",
-                     s->ca_pem);
+                     len > 0 && image_bundle[len - 1] != '\n' ? "\n" : "", own);
   if (wr_files_mkdir(&fc, "/etc/ssl/certs", 0755, true, err) < 0 ||
       write_in_root(rootfd, CA_BUNDLE, bundle, fc.id_base, err) < 0)
     return wr_error_wrap(err, "install warren's CA");

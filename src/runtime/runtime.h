@@ -96,6 +96,8 @@ struct wr_rt_spec {
   uint64_t nofile;       /* RLIMIT_NOFILE; 0: default 65536 */
   uint64_t disk_bytes;   /* own ext4 image of this size; 0: no limit */
   const char *ca_pem;    /* warren's CA, trusted inside; NULL: none */
+  const char *extra_cas; /* more CAs trusted inside (PEM, the host's and
+                            --sandbox-ca's); NULL or "": none */
   /* A workspace: the host directory ws_path, owned by ws_uid:ws_gid, is
    * mounted id-mapped so that those ids are root inside (and what root
    * makes there is theirs on the host): read-write at WR_WORKSPACE, or
@@ -128,7 +130,8 @@ static inline uint32_t wr_rt_id_base(uint32_t slot) {
 /* Create the sandbox's directories (and its disk image, formatted, with a
  * disk limit) and mount its root (idempotent: a root that is already
  * mounted is kept). Writes /etc/hostname and /etc/hosts in the upper
- * layer, and warren's CA into the trust store (again at each start). */
+ * layer, and warren's CA and the extra CAs into the trust store (again
+ * at each start). */
 int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err);
 /* Start warren-init in fresh namespaces and cgroups and wait until it

@@ -823,7 +823,7 @@ static void test_load_preset(void **state) {
   assert_verdict(p, NULL, "files.pythonhosted.org", "104.16.0.1", 443, true,
                  "allow *.pythonhosted.org (preset balanced)");
   assert_verdict(p, NULL, "npm.mirror.example", NULL, 443, true,
-                 "allow npm.mirror.example (preset balanced)");
+                 "allow npm.mirror.example (preset balanced: npm registry)");
   assert_verdict(p, NULL, "github.com", NULL, 22, true, NULL);
   assert_verdict(p, NULL, "github.com", NULL, 443, false,
                  "no rule allows github.com (preset balanced)");
@@ -906,6 +906,55 @@ static void test_balanced_file(void **state) {
   assert_verdict(p, NULL, "security.mirror.example", NULL, 80, true, NULL);
   assert_verdict(p, NULL, "example.com", NULL, 443, false, NULL);
   assert_verdict(p, NULL, "evil.github.com", NULL, 443, false, NULL);
+  wr_policy_unref(p);
+}
+
+/* The hosts the host's own configuration names may resolve to a private
+ * or reserved address, on the port it names; loopback, link-local,
+ * metadata and multicast stay refused, and a rule someone wrote for a
+ * name gets no such leave, even for the same address. */
+static void test_host_chosen(void **state) {
+  _cleanup_free_ char *path =
+      write_temp("pypi.org\n@npm-registry\n@apt-sources\n");
+  static char *const apt[] = {"apt.mirror.example:80", NULL};
+  static const struct wr_preset_refs refs = {
+      .npm_registry = "npm.corp.example:4873", .apt_hosts = apt};
+  static const char *const refused[] = {
+      "127.0.0.1", "169.254.169.254", "169.254.1.1",
+      "::1",       "fe80::1",         "fd00:ec2::254",
+      "224.0.0.1", "0.0.0.0",         "::ffff:127.0.0.1"};
+  struct wr_policy *p = wr_policy_new(WR_PRESET_BALANCED);
+  struct wr_verdict v;
+  wr_error_t err = {0};
+  (void)state;
+
+  if (wr_policy_load_preset(p, path, &refs, &err) < 0)
+    fail_msg("load: %s", err.msg);
+  assert_false(wr_policy_rule(p, 0)->host_chosen);
+  assert_true(wr_policy_rule(p, 1)->host_chosen);
+  assert_true(wr_policy_rule(p, 2)->host_chosen);
+  assert_string_equal(wr_policy_rule(p, 2)->source,
+                      "preset balanced: apt source");
+  assert_verdict(p, NULL, "npm.corp.example", "10.1.2.3", 4873, true,
+                 "allow npm.corp.example:4873 (preset balanced: npm "
+                 "registry)");
+  assert_verdict(p, NULL, "npm.corp.example", "192.0.2.7", 4873, true, NULL);
+  assert_verdict(p, NULL, "npm.corp.example", "100.64.0.9", 4873, true, NULL);
+  assert_verdict(p, NULL, "npm.corp.example", "fd12::9", 4873, true, NULL);
+  assert_verdict(p, NULL, "apt.mirror.example", "172.16.0.5", 80, true, NULL);
+  /* Only on the port the configuration names. */
+  assert_verdict(p, NULL, "npm.corp.example", "10.1.2.3", 443, false, NULL);
+  assert_verdict(p, NULL, "apt.mirror.example", "172.16.0.5", 443, false, NULL);
+  for (size_t i = 0; i < WR_ARRAY_SIZE(refused); i++)
+    assert_verdict(p, NULL, "npm.corp.example", refused[i], 4873, false, NULL);
+  v = check(p, NULL, NULL, "10.1.2.3", 4873);
+  assert_false(v.allow); /* the address alone is not host-chosen */
+  /* A user's rule for another name at the same address is not. */
+  add(p, "other.example", true, 1, NULL);
+  assert_verdict(p, NULL, "other.example", "10.1.2.3", 4873, false,
+                 "10.1.2.3 is private and no rule names it");
+  assert_verdict(p, NULL, "pypi.org", "10.1.2.3", 443, false, NULL);
+  unlink(path);
   wr_policy_unref(p);
 }
 
@@ -1499,6 +1548,7 @@ int main(void) {
       cmocka_unit_test(test_dns_reply_bounds),
       cmocka_unit_test(test_held_budget),
       cmocka_unit_test(test_held_connections),
+      cmocka_unit_test(test_host_chosen),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -295,9 +295,9 @@ static void test_source_hosts(void **state) {
   if (wr_apt_source_hosts(fx->dir, "bookworm", &hosts, &err) < 0)
     fail_msg("hosts: %s", err.msg);
   assert_int_equal(wr_strv_len(hosts), 3);
-  assert_string_equal(hosts[0], "mirror.example");
-  assert_string_equal(hosts[1], "secure.example");
-  assert_string_equal(hosts[2], "[2001:db8::5]");
+  assert_string_equal(hosts[0], "mirror.example:80");
+  assert_string_equal(hosts[1], "secure.example:8443");
+  assert_string_equal(hosts[2], "[2001:db8::5]:80");
   wr_strv_free(hosts);
 }
 
