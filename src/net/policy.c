@@ -447,6 +447,14 @@ static void by_rule(struct wr_verdict *v, const struct wr_rule *r) {
     set_reason(v, "%s", text);
 }
 
+/* "REASON; MORE", cut like set_reason: the log then says why a private
+ * address was allowed. */
+static void append_reason(struct wr_verdict *v, const char *more) {
+  size_t n = strlen(v->reason);
+
+  snprintf(v->reason + n, sizeof(v->reason) - n, "; %s", more);
+}
+
 /* A verdict by the preset when no rule matched. */
 static void by_preset(struct wr_verdict *v, const struct wr_policy *p,
                       const char *what) {
@@ -499,7 +507,7 @@ static void addr_stage(const struct wr_policy *p, const struct target *t,
       wr_policy_host_chosen_ok(cls)) {
     v->allow = true;
     v->rule = NULL;
-    set_reason(v, "%s is %s; allowed for a host-chosen name", text,
+    set_reason(v, "%s is %s, allowed for a host-chosen name", text,
                wr_net_addr_class_name(cls));
   } else if (cls != WR_ADDR_PUBLIC) {
     v->allow = false;
@@ -546,6 +554,8 @@ void wr_policy_check(const struct wr_policy *p, const char *sandbox,
              name.host != NULL && v->allow ? v->rule : NULL, &av);
   if (!av.allow || name.host == NULL)
     *v = av;
+  else if (av.rule == NULL && av.reason[0] != '\0')
+    append_reason(v, av.reason); /* a host-chosen name's private address */
 }
 
 /* ---- secrets ------------------------------------------------------------ */

@@ -327,6 +327,7 @@ test_sandbox_network_environment() {
     assert_line "$out" "no_proxy=localhost,127.0.0.1,::1" "env of $user"
     assert_line "$out" "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" "env of $user"
     assert_line "$out" "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt" "env of $user"
+    assert_line "$out" "PIP_CERT=/etc/ssl/certs/ca-certificates.crt" "env of $user"
     assert_line "$out" \
       "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/warren-ca.crt" "env of $user"
   done
@@ -347,7 +348,9 @@ EOF
   )
   assert_line "$out" in-bundle "warren's CA"
   assert_line "$out" own "warren's CA"
-  assert_line "$out" "ca-certs 1" "CA certificates in warren-ca.crt"
+  # warren's own, then the host's added CAs (tests/e2e/102-trust.sh).
+  assert_line "$out" "ca-certs $((1 + $(api GET /v1/info | jq .sandbox_cas.count)))" \
+    "CA certificates in warren-ca.crt"
 
   out=$("$WARREN" exec -i net-env -- python3 - <<'EOF'
 import socket

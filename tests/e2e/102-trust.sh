@@ -279,7 +279,7 @@ reg_start() {
   ip netns del "$TRUST_NS" 2>/dev/null || true
   ip link del "$TRUST_VETH" 2>/dev/null || true
   # Reached only through the default route: the network is free here.
-  if ip -4 route get "$REG_IP" 2>/dev/null | grep -qv ' via '; then
+  if ! ip -4 route get "$REG_IP" 2>/dev/null | head -1 | grep -q ' via '; then
     skip "$REG_NET.0/30 is a network of this host: $(ip -4 route get "$REG_IP")"
   fi
   ip netns add "$TRUST_NS" || skip "cannot make a network namespace"
@@ -305,7 +305,8 @@ registry_is() { # NAME PORT
   export npm_config_registry="http://$1:$2/"
   restart
   "$WARREN" policy init balanced >/dev/null
-  wait_until 15 sh -c '"$0" policy ls --wide | grep -q "$1"' "$WARREN" "$1:$2" ||
+  wait_until 15 sh -c '"$0" policy ls --wide | grep -Eq "$1"' "$WARREN" \
+    "^- +allow +$1 +$2 .*npm registry" ||
     fail "the preset never got $1:$2: $("$WARREN" policy ls --wide)"
 }
 
@@ -319,7 +320,7 @@ test_host_chosen_registry_on_a_private_address() {
   out=$("$WARREN" policy check network "reg.trust.test:$REG_PORT")
   assert_contains "$out" "allowed: allow reg.trust.test:$REG_PORT (preset balanced: npm registry)"
   assert_contains "$out" "host-chosen: private addresses allowed"
-  assert_contains "$out" "$REG_IP: allowed ($REG_IP is private; allowed for a host-chosen name)"
+  assert_contains "$out" "$REG_IP: allowed (allow reg.trust.test:$REG_PORT (preset balanced: npm registry); $REG_IP is private, allowed for a host-chosen name)"
   # Only on the port npm's configuration names.
   out=$("$WARREN" policy check network "reg.trust.test:443" || true)
   assert_contains "$out" "denied"

@@ -937,7 +937,8 @@ static void test_host_chosen(void **state) {
                       "preset balanced: apt source");
   assert_verdict(p, NULL, "npm.corp.example", "10.1.2.3", 4873, true,
                  "allow npm.corp.example:4873 (preset balanced: npm "
-                 "registry)");
+                 "registry); 10.1.2.3 is private, allowed for a host-chosen "
+                 "name");
   assert_verdict(p, NULL, "npm.corp.example", "192.0.2.7", 4873, true, NULL);
   assert_verdict(p, NULL, "npm.corp.example", "100.64.0.9", 4873, true, NULL);
   assert_verdict(p, NULL, "npm.corp.example", "fd12::9", 4873, true, NULL);
