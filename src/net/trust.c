@@ -292,13 +292,17 @@ static int stamp_cmp(const void *a, const void *b) {
 }
 
 /* Every file to read now, the host's in name order, then --sandbox-ca's
- * in the order given. A missing host directory is no host CA. */
+ * in the order given. A missing host directory is no host CA; one that
+ * cannot be opened (a symlink, a file) is none either, with a warning. */
 static void list_files(const struct wr_trust *t, struct stamps *s) {
   if (t->host_dir != NULL) {
+    wr_error_t err;
     _cleanup_close_ int dir =
-        wr_open_host_confined(t->host_dir, WR_CONFINED_DIR, NULL, NULL);
+        wr_open_host_confined(t->host_dir, WR_CONFINED_DIR, NULL, &err);
     if (dir >= 0)
       list_dir(dir, t->host_dir, 0, s);
+    else if (err.code != ENOENT)
+      wr_warn("sandbox CAs: %s; no host CA is trusted", err.msg);
   }
   qsort(s->v, s->n, sizeof(*s->v), stamp_cmp);
   for (size_t i = 0; t->files[i] != NULL; i++) {

@@ -114,7 +114,9 @@ test_kit_env_rules_placeholders_and_ca() {
     "the secret's placeholder"
   assert_not_contains "$env" "sk-test-not-a-real-key" "the environment"
   assert_contains "$env" "HTTPS_PROXY=" "proxy variables"
-  cmp <(inside ws-kit cat /usr/local/share/ca-certificates/warren-ca.crt) \
+  # warren's CA comes first in its file; the host's added CAs follow.
+  cmp <(inside ws-kit "sed '/-----END CERTIFICATE-----/q' \
+    /usr/local/share/ca-certificates/warren-ca.crt") \
     "$WR_ROOT/ca/ca.crt" || fail "warren's CA is not in the trust store"
   # The kit's hosts are the sandbox's own allow rules.
   rules=$("$WARREN" policy ls ws-kit)
