@@ -149,6 +149,14 @@ except Exception as e:
 
 info_cas() { api GET /v1/info | jq -c '.sandbox_cas'; }
 
+# git reads the system bundle (no variable of its own): what it says of
+# the server's certificate. The server is no git server, so a trusted one
+# ends in "not valid: is this a git repository?", an untrusted one in a
+# verification error.
+git_says() { # SANDBOX
+  "$WARREN" exec --timeout 60 "$1" -- git ls-remote "$TLS_URL" 2>&1 || true
+}
+
 # ---- the host's CAs ----------------------------------------------------------
 
 test_host_cas_trusted_inside() {
@@ -157,6 +165,9 @@ test_host_cas_trusted_inside() {
   trust_sandbox trust-host
   out=$(clients trust-host)
   assert_eq "curl:200 node:200 python:200" "$out" "TLS clients inside"
+  out=$(git_says trust-host)
+  assert_not_contains "$out" "certificate" "git inside"
+  assert_contains "$out" "not valid: is this a git repository" "git inside"
   # Every variable points at a file that holds the CA.
   out=$("$WARREN" exec trust-host -- sh -c 'for f in "$SSL_CERT_FILE" \
       "$NODE_EXTRA_CA_CERTS" "$REQUESTS_CA_BUNDLE" "$PIP_CERT"; do
@@ -196,6 +207,7 @@ test_no_host_cas() {
   assert_contains "$out" "curl:000" "curl without the CA"
   assert_not_contains "$out" "node:200" "node without the CA"
   assert_contains "$out" "python:SSLCertVerificationError" "python without the CA"
+  assert_contains "$(git_says trust-off)" "certificate" "git without the CA"
   assert_eq 0 "$(info_cas | jq '.count')"
   assert_eq null "$(info_cas | jq '.host_dir')"
 }
