@@ -304,7 +304,8 @@ static void list_files(const struct wr_trust *t, struct stamps *s) {
     else if (err.code != ENOENT)
       wr_warn("sandbox CAs: %s; no host CA is trusted", err.msg);
   }
-  qsort(s->v, s->n, sizeof(*s->v), stamp_cmp);
+  if (s->n > 1)
+    qsort(s->v, s->n, sizeof(*s->v), stamp_cmp);
   for (size_t i = 0; t->files[i] != NULL; i++) {
     struct stat st;
     stamp_add(s, t->files[i], false, stat(t->files[i], &st) == 0 ? &st : NULL);
