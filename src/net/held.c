@@ -57,14 +57,20 @@ size_t wr_net_held_budget(const char *tcp_mem, size_t page_size) {
   return budget < WR_HELD_PER_SANDBOX ? WR_HELD_PER_SANDBOX : budget;
 }
 
+/* The relay holds, each way, either libuv's queue (up to WR_QUEUE_HIGH
+ * and one more read) or, once spliced, a pipe of WR_PIPE_SIZE: never
+ * both, so the larger of the two is what it may hold. */
+static size_t relay_bytes(void) {
+  return WR_MAX(2 * (WR_QUEUE_HIGH + WR_RELAY_CHUNK), 2 * WR_PIPE_SIZE);
+}
+
 struct wr_held wr_conn_base_held(void) {
   size_t kernel = socket_bytes(WR_SOCKBUF_CLIENT_SND) +
                   socket_bytes(WR_SOCKBUF_CLIENT_RCV) +
                   2 * socket_bytes(WR_SOCKBUF_UP_MIN);
 
   return (struct wr_held){
-      .all = kernel + 2 * (WR_QUEUE_HIGH + WR_RELAY_CHUNK) + WR_IN_MAX +
-             WR_HEAD_MAX,
+      .all = kernel + relay_bytes() + WR_IN_MAX + WR_HEAD_MAX,
       .kernel = kernel,
   };
 }

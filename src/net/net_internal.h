@@ -149,6 +149,8 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_CONNS_PER_SANDBOX 512
 #define WR_CONNS_MAX 8192
 #define WR_RELAY_CHUNK 65536 /* the relay's reads */
+#define WR_PIPE_SIZE 65536   /* a spliced direction's pipe (the default) */
+#define WR_SPLICE_ROUNDS 16  /* pipe-fulls per direction per wakeup */
 /* Buffers held for a sandbox's connections (held.c): socket buffer sizes
  * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
 #define WR_SOCKBUF_CLIENT_SND (256 * 1024)
@@ -358,8 +360,15 @@ struct wr_net_side {
   bool paused;    /* reading stopped while the other side drains */
   bool eof;       /* this side sent EOF */
   bool done;      /* nothing more is wanted from this side */
-  bool shut;      /* uv_shutdown asked */
+  bool shut;      /* uv_shutdown asked (splice.c: shutdown(2) done) */
   bool shut_done; /* and finished */
+  /* Spliced relay (splice.c): readiness of tcp's fd, and the pipe that
+   * holds bytes read from this side until the other side takes them. */
+  uv_poll_t poll;
+  bool polled;  /* poll handle initialised and not closed */
+  int pevents;  /* what poll watches for */
+  int pipe[2];  /* read end, write end; -1 when none */
+  size_t piped; /* bytes in pipe */
 };
 
 struct wr_net_conn {
@@ -379,6 +388,9 @@ struct wr_net_conn {
   bool http;     /* a redirected client began with an HTTP request: it is
                     forwarded as one request, like an absolute-URI one */
   bool sniffing; /* CONNECT: the client's first bytes are still held */
+  /* A pure byte relay: splice once libuv's queues drain; and then bytes
+   * move through pipes (splice.c). */
+  bool want_splice, splicing;
   bool got_bytes;
   uint64_t deadline;    /* uv_now() by which the first bytes must be in */
   uint64_t last_active; /* uv_now() of the last relayed bytes */
@@ -457,6 +469,18 @@ bool wr_conn_one_request(const struct wr_net_conn *c);
 /* Log c's decision (c->host, c->addr, c->port, bytes so far). */
 void wr_conn_log(struct wr_net_conn *c, bool allow, const char *rule,
                  const char *reason, bool intercepted);
+
+/* Close the connection once both directions have ended (tunnel.c). */
+void wr_conn_check_done(struct wr_net_conn *c);
+/* The close callback of every handle of a connection (tunnel.c). */
+void wr_conn_on_closed(uv_handle_t *h);
+
+/* The spliced relay (splice.c). Start: the tcp handles must not be
+ * reading nor writing (libuv's queues empty); false (and nothing changed)
+ * when it cannot, so that the relay goes on in libuv buffers. Stop: close
+ * the poll handles (before the tcp handles) and the pipes. */
+bool wr_splice_start(struct wr_net_conn *c);
+void wr_splice_stop(struct wr_net_conn *c);
 
 /* Deciding and dialing (connect.c). host is normalised or NULL; with NULL
  * the decision is on addr alone. */
