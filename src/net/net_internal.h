@@ -150,6 +150,7 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_CONNS_MAX 8192
 #define WR_RELAY_CHUNK 65536 /* the relay's reads */
 #define WR_PIPE_SIZE 65536   /* a spliced direction's pipe (the default) */
+#define WR_PIPE_BULK 262144  /* and once it carries bulk (splice.c) */
 #define WR_SPLICE_ROUNDS 16  /* pipe-fulls per direction per wakeup */
 /* Buffers held for a sandbox's connections (held.c): socket buffer sizes
  * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
@@ -369,6 +370,7 @@ struct wr_net_side {
   int pevents;  /* what poll watches for */
   int pipe[2];  /* read end, write end; -1 when none */
   size_t piped; /* bytes in pipe */
+  size_t pipe_size;
 };
 
 struct wr_net_conn {
@@ -436,6 +438,11 @@ void wr_conn_size_client(struct wr_net_conn *c);
 void wr_conn_size_upstream(struct wr_net_conn *c);
 /* The upstream size for c, chosen (and held) the first time. */
 size_t wr_conn_upstream_size(struct wr_net_conn *c);
+/* Hold what growing one pipe from WR_PIPE_SIZE to WR_PIPE_BULK adds, if
+ * that keeps the sandbox and everyone under half their budgets; and give
+ * it back (the pipe could not grow). */
+bool wr_conn_hold_pipe(struct wr_net_conn *c);
+void wr_conn_release_pipe(struct wr_net_conn *c);
 
 struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
                                 enum wr_conn_kind kind);
