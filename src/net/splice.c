@@ -225,10 +225,9 @@ bool wr_splice_start(struct wr_net_conn *c) {
     return false;
   }
   c->splicing = true;
-  /* Bytes may be waiting already: try both ways before watching. */
-  step(c, &c->client, NULL);
-  if (!c->closing)
-    step(c, &c->upstream, NULL);
+  /* Bytes already waiting in a socket make it readable at once
+   * (level-triggered): watching is enough, no read to try first. */
+  step(c, NULL, NULL);
   return true;
 }
 
