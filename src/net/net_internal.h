@@ -152,6 +152,7 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_PIPE_SIZE 65536   /* a spliced direction's pipe (the default) */
 #define WR_PIPE_BULK 262144  /* and once it carries bulk (splice.c) */
 #define WR_SPLICE_ROUNDS 16  /* pipe-fulls per direction per wakeup */
+#define WR_PIPE_CACHE 64     /* empty pipes kept for the next tunnels */
 /* Buffers held for a sandbox's connections (held.c): socket buffer sizes
  * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
 #define WR_SOCKBUF_CLIENT_SND (256 * 1024)
@@ -311,6 +312,9 @@ struct wr_net {
   char dns_buf[4096];
   /* tunnel.c: bytes read after an answer are dropped here */
   char discard[4096];
+  /* splice.c: empty pipes for the next tunnels */
+  int pipes[WR_PIPE_CACHE][2];
+  size_t npipes;
 };
 
 /* Report a decision; fills time_ms. */
@@ -488,6 +492,8 @@ void wr_conn_on_closed(uv_handle_t *h);
  * the poll handles (before the tcp handles) and the pipes. */
 bool wr_splice_start(struct wr_net_conn *c);
 void wr_splice_stop(struct wr_net_conn *c);
+/* Close the cached pipes (wr_net_free). */
+void wr_splice_free(struct wr_net *n);
 
 /* Deciding and dialing (connect.c). host is normalised or NULL; with NULL
  * the decision is on addr alone. */
