@@ -31,6 +31,9 @@
  *   sink's address, which the namespace's rules hand to the proxy), unless
  *   --no-redirect or the sink is on 127/8 (not redirected: the sandbox's
  *   own loopback).
+ * The paths take turns (a transfer, or a quarter of the connections, of
+ * each in a row), so that a load that comes and goes on a shared machine
+ * weighs on the direct figure and its peers alike.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -679,13 +682,13 @@ fail:
   return -1;
 }
 
-/* o->conns connections, each with a 1-byte echo; conn/s, or -1. Per
+/* n connections, each with a 1-byte echo; seconds taken, or -1. Per
  * connection latencies go to lat (ms). */
-static double net_conns(const struct net_opts *o, enum net_path path,
+static double net_conns(const struct net_opts *o, enum net_path path, int n,
                         double *lat, char *why, size_t whysize) {
   uint64_t t0 = wr_mono_ns();
 
-  for (int i = 0; i < o->conns; i++) {
+  for (int i = 0; i < n; i++) {
     uint64_t t1 = wr_mono_ns();
     uint8_t b = SINK_ECHO;
     int fd = net_open(o, path, why, whysize);
@@ -700,66 +703,123 @@ static double net_conns(const struct net_opts *o, enum net_path path,
     close(fd);
     lat[i] = ms_since(t1);
   }
-  return o->conns / ((wr_mono_ns() - t0) / 1e9);
+  return (wr_mono_ns() - t0) / 1e9;
 }
+
+#define NET_PATHS 3
+#define NET_ROUNDS 4 /* of the connection test, interleaved */
 
 struct net_result {
   double up, down, cps, p50, p99;
   char why[256]; /* the first failure, or "" */
 };
 
-struct net_job {
-  const struct net_opts *o;
-  enum net_path path;
-  struct net_result *r;
+/* What one path collects across the interleaved rounds. */
+struct net_samples {
+  double *up, *down, *lat;
+  int nu, nd, nlat;
+  double secs;
+  bool conns_failed;
 };
 
-static void net_measure(const struct net_opts *o, enum net_path path,
-                        struct net_result *r) {
-  double *up = xcalloc((size_t)o->runs, sizeof(double));
-  double *down = xcalloc((size_t)o->runs, sizeof(double));
-  double *lat = xcalloc((size_t)o->conns, sizeof(double));
-  int nu = 0, nd = 0;
+/* Sockets for a path are made in its namespace: the sandbox's for the
+ * proxied paths, the host's for the direct one (setns changes the calling
+ * thread only; the sink's thread stays in the host's). */
+static int net_enter(const struct net_opts *o, enum net_path path, int host_ns,
+                     char *why, size_t whysize) {
+  int fd = path == PATH_DIRECT ? host_ns : o->netns_fd;
 
-  memset(r, 0, sizeof(*r));
-  r->up = r->down = r->cps = -1;
-  for (int i = 0; i < o->runs; i++) {
-    double v = net_transfer(o, path, SINK_UPLOAD, r->why, sizeof(r->why));
-    if (v > 0)
-      up[nu++] = v;
-    v = net_transfer(o, path, SINK_DOWNLOAD, r->why, sizeof(r->why));
-    if (v > 0)
-      down[nd++] = v;
+  if (fd >= 0 && setns(fd, CLONE_NEWNET) < 0) {
+    snprintf(why, whysize, "setns: %s", strerror(errno));
+    return -1;
   }
-  if (nu > 0)
-    r->up = pct(up, nu, 50);
-  if (nd > 0)
-    r->down = pct(down, nd, 50);
-  r->cps = net_conns(o, path, lat, r->why, sizeof(r->why));
-  if (r->cps > 0) {
-    r->p50 = pct(lat, o->conns, 50);
-    r->p99 = pct(lat, o->conns, 99);
-  }
-  if (nu == o->runs && nd == o->runs && r->cps > 0)
-    r->why[0] = '\0';
-  free(up);
-  free(down);
-  free(lat);
+  return 0;
 }
 
-/* Runs a measurement on a thread of its own that has entered the
- * sandbox's network namespace (setns changes the calling thread only). */
-static void *net_job_thread(void *arg) {
-  struct net_job *j = arg;
+static void net_sample_transfers(const struct net_opts *o, enum net_path path,
+                                 struct net_samples *s, struct net_result *r) {
+  double v = net_transfer(o, path, SINK_UPLOAD, r->why, sizeof(r->why));
 
-  if (j->o->netns_fd >= 0 && setns(j->o->netns_fd, CLONE_NEWNET) < 0) {
-    memset(j->r, 0, sizeof(*j->r));
-    j->r->up = j->r->down = j->r->cps = -1;
-    snprintf(j->r->why, sizeof(j->r->why), "setns: %s", strerror(errno));
-    return NULL;
+  if (v > 0)
+    s->up[s->nu++] = v;
+  v = net_transfer(o, path, SINK_DOWNLOAD, r->why, sizeof(r->why));
+  if (v > 0)
+    s->down[s->nd++] = v;
+}
+
+static void net_sample_conns(const struct net_opts *o, enum net_path path,
+                             int n, struct net_samples *s,
+                             struct net_result *r) {
+  double secs;
+
+  if (s->conns_failed)
+    return;
+  secs = net_conns(o, path, n, s->lat + s->nlat, r->why, sizeof(r->why));
+  if (secs < 0) {
+    s->conns_failed = true;
+    return;
   }
-  net_measure(j->o, j->path, j->r);
-  return NULL;
+  s->secs += secs;
+  s->nlat += n;
+}
+
+static void net_summarise(const struct net_opts *o, struct net_samples *s,
+                          struct net_result *r) {
+  r->up = s->nu > 0 ? pct(s->up, s->nu, 50) : -1;
+  r->down = s->nd > 0 ? pct(s->down, s->nd, 50) : -1;
+  r->cps = -1;
+  if (!s->conns_failed && s->nlat > 0) {
+    r->cps = s->nlat / s->secs;
+    r->p50 = pct(s->lat, s->nlat, 50);
+    r->p99 = pct(s->lat, s->nlat, 99);
+  }
+  if (s->nu == o->runs && s->nd == o->runs && r->cps > 0)
+    r->why[0] = '\0';
+  free(s->up);
+  free(s->down);
+  free(s->lat);
+}
+
+/*
+ * Every path is measured in turns, one transfer (or one round of the
+ * connection test) of each path after the other, so that a load that
+ * comes and goes on a shared machine weighs on all of them alike and the
+ * ratios compare like with like.
+ */
+static int net_measure_all(const struct net_opts *o, int npaths,
+                           struct net_result *r) {
+  struct net_samples s[NET_PATHS];
+  int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  int per_round = (o->conns + NET_ROUNDS - 1) / NET_ROUNDS;
+
+  if (host_ns < 0) {
+    perror("wrbench net: /proc/self/ns/net");
+    return -1;
+  }
+  for (int p = 0; p < npaths; p++) {
+    memset(&r[p], 0, sizeof(r[p]));
+    memset(&s[p], 0, sizeof(s[p]));
+    s[p].up = xcalloc((size_t)o->runs, sizeof(double));
+    s[p].down = xcalloc((size_t)o->runs, sizeof(double));
+    s[p].lat = xcalloc((size_t)o->conns, sizeof(double));
+  }
+  for (int i = 0; i < o->runs; i++)
+    for (int p = 0; p < npaths; p++)
+      if (net_enter(o, p, host_ns, r[p].why, sizeof(r[p].why)) == 0)
+        net_sample_transfers(o, p, &s[p], &r[p]);
+  for (int done = 0; done < o->conns; done += per_round)
+    for (int p = 0; p < npaths; p++) {
+      int n = WR_MIN(per_round, o->conns - done);
+      if (net_enter(o, p, host_ns, r[p].why, sizeof(r[p].why)) == 0)
+        net_sample_conns(o, p, n, &s[p], &r[p]);
+      else
+        s[p].conns_failed = true;
+    }
+  for (int p = 0; p < npaths; p++)
+    net_summarise(o, &s[p], &r[p]);
+  net_enter(o, PATH_DIRECT, host_ns, r[0].why, sizeof(r[0].why));
+  close(host_ns);
+  return 0;
 }
 
 static void net_line(const char *what, double v, const char *extra,
@@ -819,7 +879,9 @@ static int net_main(int argc, char **argv) {
                        .runs = 3,
                        .redirect = true};
   const char *pid = NULL, *proxy = "127.0.0.1:3128", *sink = NULL;
-  struct net_result direct, via_connect, via_redirect;
+  struct net_result r[NET_PATHS];
+  struct net_result *direct = &r[PATH_DIRECT], *via_connect = &r[PATH_CONNECT],
+                    *via_redirect = &r[PATH_REDIRECT];
   int ch;
 
   optind = 1;
@@ -881,24 +943,15 @@ static int net_main(int argc, char **argv) {
          sink, (unsigned long long)(o.bytes >> 20), o.runs, o.conns, proxy,
          pid ? " in the sandbox's namespace" : "");
   fflush(stdout);
-  net_measure(&o, PATH_DIRECT, &direct);
-  if (direct.why[0] != '\0')
-    printf("  direct: %s\n", direct.why);
-  struct net_job jobs[2] = {{&o, PATH_CONNECT, &via_connect},
-                            {&o, PATH_REDIRECT, &via_redirect}};
-  for (int i = 0; i < (o.redirect ? 2 : 1); i++) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, net_job_thread, &jobs[i]) != 0) {
-      perror("wrbench net: pthread_create");
-      return 1;
-    }
-    pthread_join(t, NULL);
-  }
-  net_report("CONNECT", &via_connect, &direct);
+  if (net_measure_all(&o, o.redirect ? 3 : 2, r) < 0)
+    return 1;
+  if (direct->why[0] != '\0')
+    printf("  direct: %s\n", direct->why);
+  net_report("CONNECT", via_connect, direct);
   if (o.redirect)
-    net_report("redirected TCP", &via_redirect, &direct);
-  return via_connect.why[0] != '\0' || direct.why[0] != '\0' ||
-         (o.redirect && via_redirect.why[0] != '\0');
+    net_report("redirected TCP", via_redirect, direct);
+  return via_connect->why[0] != '\0' || direct->why[0] != '\0' ||
+         (o.redirect && via_redirect->why[0] != '\0');
 }
 
 int main(int argc, char **argv) {

@@ -665,16 +665,8 @@ static void on_net_event(void *arg, const struct wr_net_event *ev) {
       .bytes_up = ev->bytes_up,
       .bytes_down = ev->bytes_down,
   };
-  wr_error_t err;
 
-  if (wr_store_netlog_add(nw->d->store, &rec, &rec.id, &err) < 0) {
-    if (!nw->log_failing)
-      wr_warn("policy log: %s", err.msg);
-    nw->log_failing = true;
-    return;
-  }
-  nw->log_failing = false;
-  wr_network_log_notify(nw, &rec);
+  wr_netlog_add(nw, &rec);
 }
 
 /* ---- the CAs sandboxes trust ----------------------------------------------
@@ -780,6 +772,7 @@ int wr_network_init(struct wr_daemon *d, wr_error_t *err) {
   nw->d = d;
   d->network = nw;
   nw->secret_env = xcalloc(1, sizeof(char *));
+  wr_netlog_init(nw);
   nw->data_dir = find_data_dir(d);
   if (nw->data_dir != NULL)
     wr_info("data files in %s", nw->data_dir);
@@ -801,6 +794,7 @@ void wr_network_shutdown(struct wr_daemon *d) {
   nw->stopping = true;
   if (nw->npm != NULL)
     atomic_store(&nw->npm->cancel, true);
+  wr_netlog_shutdown(nw);
   wr_network_followers_end(nw);
   if (nw->net != NULL)
     wr_net_shutdown(nw->net);
@@ -813,6 +807,7 @@ void wr_network_free(struct wr_daemon *d) {
     return;
   if (nw->net != NULL)
     wr_net_free(nw->net);
+  wr_netlog_flush(nw);
   wr_policy_unref(nw->policy);
   wr_trust_free(nw->trust);
   wr_strv_free(nw->secret_env);

@@ -28,6 +28,11 @@ struct wr_network {
   struct npm_query *npm;             /* asking npm, or NULL */
   bool log_failing;                  /* the last log insert failed */
   bool stopping;
+  /* netlog.c: entries waiting for the next batch */
+  struct wr_netlog_rec *logq;
+  size_t logq_len, logq_cap;
+  uv_timer_t logq_timer;
+  bool logq_timer_open;
 };
 
 /* ---- network.c ----------------------------------------------------------- */
@@ -45,6 +50,17 @@ struct wr_sandbox *wr_network_sandbox_arg(struct wr_network *nw,
                                           wr_http_req_t *req, const char *key);
 /* RFC 3339, as every time in the API. */
 json_t *wr_network_time_json(int64_t ms);
+
+/* ---- netlog.c ------------------------------------------------------------ */
+
+/* Queue a decision for the policy log (rec is copied); written within
+ * WR_NETLOG_FLUSH_MS, or at once while stopping. */
+void wr_netlog_add(struct wr_network *nw, const struct wr_netlog_rec *rec);
+/* Write what is queued now (before the log is read, at shutdown). */
+void wr_netlog_flush(struct wr_network *nw);
+void wr_netlog_init(struct wr_network *nw);
+/* Flush, close the timer; later entries are written as they come. */
+void wr_netlog_shutdown(struct wr_network *nw);
 
 /* ---- policy_api.c -------------------------------------------------------- */
 

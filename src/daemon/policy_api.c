@@ -472,6 +472,7 @@ void wr_api_policy_log(wr_http_req_t *req, void *ctx) {
 
   if (parse_log_query(req, d, &q) < 0)
     return;
+  wr_netlog_flush(d->network);
   if (wr_store_netlog_list(d->store, q.sandbox, q.after, q.limit, &recs, &n,
                            &err) < 0) {
     wr_reply_err(req, &err);

@@ -20,11 +20,16 @@
  *   budgets, and less beyond, down to WR_SOCKBUF_UP_MIN: so that the
  *   budget leaves room for more connections rather than for faster ones;
  * - every connection holds, from its accept until it closes, the most its
- *   buffers and the relay's queues (WR_QUEUE_HIGH each way) can take, out
+ *   buffers and the relay's queues (WR_QUEUE_HIGH each way, or a spliced
+ *   tunnel's pipes of WR_PIPE_SIZE, splice.c) can take, out
  *   of a budget of WR_HELD_PER_SANDBOX for its sandbox; and its kernel
  *   buffers out of one for all sandboxes together (half the host's
  *   tcp_mem pressure threshold, see wr_net_held_budget). A connection that
  *   does not fit is refused, as one beyond the connection caps is.
+ *
+ * - a spliced direction that carries bulk grows its pipe to WR_PIPE_BULK
+ *   while its sandbox holds less than half its budget, holding the
+ *   difference; beyond, pipes stay small (slower, never refused).
  *
  * So whatever a sandbox does, warrend holds at most WR_HELD_PER_SANDBOX
  * for it, and all sandboxes together never push the host's TCP memory
@@ -57,14 +62,20 @@ size_t wr_net_held_budget(const char *tcp_mem, size_t page_size) {
   return budget < WR_HELD_PER_SANDBOX ? WR_HELD_PER_SANDBOX : budget;
 }
 
+/* The relay holds, each way, either libuv's queue (up to WR_QUEUE_HIGH
+ * and one more read) or, once spliced, a pipe of WR_PIPE_SIZE: never
+ * both, so the larger of the two is what it may hold. */
+static size_t relay_bytes(void) {
+  return WR_MAX(2 * (WR_QUEUE_HIGH + WR_RELAY_CHUNK), 2 * WR_PIPE_SIZE);
+}
+
 struct wr_held wr_conn_base_held(void) {
   size_t kernel = socket_bytes(WR_SOCKBUF_CLIENT_SND) +
                   socket_bytes(WR_SOCKBUF_CLIENT_RCV) +
                   2 * socket_bytes(WR_SOCKBUF_UP_MIN);
 
   return (struct wr_held){
-      .all = kernel + 2 * (WR_QUEUE_HIGH + WR_RELAY_CHUNK) + WR_IN_MAX +
-             WR_HEAD_MAX,
+      .all = kernel + relay_bytes() + WR_IN_MAX + WR_HEAD_MAX,
       .kernel = kernel,
   };
 }
@@ -126,6 +137,27 @@ size_t wr_conn_upstream_size(struct wr_net_conn *c) {
     }
   }
   return c->upbuf;
+}
+
+/* Pipe pages are kernel memory, but not TCP's (tcp_mem): they count in
+ * the sandbox's budget only. */
+static struct wr_held pipe_extra(void) {
+  return (struct wr_held){.all = WR_PIPE_BULK - WR_PIPE_SIZE, .kernel = 0};
+}
+
+bool wr_conn_hold_pipe(struct wr_net_conn *c) {
+  struct wr_held extra = pipe_extra();
+
+  return c->sb->held + extra.all <= WR_HELD_PER_SANDBOX / 2 &&
+         wr_conn_hold(c, extra);
+}
+
+void wr_conn_release_pipe(struct wr_net_conn *c) {
+  struct wr_held extra = pipe_extra();
+
+  assert(c->held.all >= extra.all);
+  c->held.all -= extra.all;
+  c->sb->held -= extra.all;
 }
 
 void wr_conn_size_upstream(struct wr_net_conn *c) {

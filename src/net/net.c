@@ -122,6 +122,7 @@ void wr_net_free(struct wr_net *n) {
   if (n->self_netns >= 0)
     close(n->self_netns);
   wr_resolve_free(n);
+  wr_splice_free(n);
   free(n->self);
   free(n->hosts_file);
   free(n);

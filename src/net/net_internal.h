@@ -149,6 +149,10 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_CONNS_PER_SANDBOX 512
 #define WR_CONNS_MAX 8192
 #define WR_RELAY_CHUNK 65536 /* the relay's reads */
+#define WR_PIPE_SIZE 65536   /* a spliced direction's pipe (the default) */
+#define WR_PIPE_BULK 262144  /* and once it carries bulk (splice.c) */
+#define WR_SPLICE_ROUNDS 16  /* pipe-fulls per direction per wakeup */
+#define WR_PIPE_CACHE 64     /* empty pipes kept for the next tunnels */
 /* Buffers held for a sandbox's connections (held.c): socket buffer sizes
  * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
 #define WR_SOCKBUF_CLIENT_SND (256 * 1024)
@@ -308,6 +312,9 @@ struct wr_net {
   char dns_buf[4096];
   /* tunnel.c: bytes read after an answer are dropped here */
   char discard[4096];
+  /* splice.c: empty pipes for the next tunnels */
+  int pipes[WR_PIPE_CACHE][2];
+  size_t npipes;
 };
 
 /* Report a decision; fills time_ms. */
@@ -358,8 +365,16 @@ struct wr_net_side {
   bool paused;    /* reading stopped while the other side drains */
   bool eof;       /* this side sent EOF */
   bool done;      /* nothing more is wanted from this side */
-  bool shut;      /* uv_shutdown asked */
+  bool shut;      /* uv_shutdown asked (splice.c: shutdown(2) done) */
   bool shut_done; /* and finished */
+  /* Spliced relay (splice.c): readiness of tcp's fd, and the pipe that
+   * holds bytes read from this side until the other side takes them. */
+  uv_poll_t poll;
+  bool polled;  /* poll handle initialised and not closed */
+  int pevents;  /* what poll watches for */
+  int pipe[2];  /* read end, write end; -1 when none */
+  size_t piped; /* bytes in pipe */
+  size_t pipe_size;
 };
 
 struct wr_net_conn {
@@ -379,6 +394,9 @@ struct wr_net_conn {
   bool http;     /* a redirected client began with an HTTP request: it is
                     forwarded as one request, like an absolute-URI one */
   bool sniffing; /* CONNECT: the client's first bytes are still held */
+  /* A pure byte relay: splice once libuv's queues drain; and then bytes
+   * move through pipes (splice.c). */
+  bool want_splice, splicing;
   bool got_bytes;
   uint64_t deadline;    /* uv_now() by which the first bytes must be in */
   uint64_t last_active; /* uv_now() of the last relayed bytes */
@@ -424,6 +442,11 @@ void wr_conn_size_client(struct wr_net_conn *c);
 void wr_conn_size_upstream(struct wr_net_conn *c);
 /* The upstream size for c, chosen (and held) the first time. */
 size_t wr_conn_upstream_size(struct wr_net_conn *c);
+/* Hold what growing one pipe from WR_PIPE_SIZE to WR_PIPE_BULK adds, if
+ * that keeps the sandbox and everyone under half their budgets; and give
+ * it back (the pipe could not grow). */
+bool wr_conn_hold_pipe(struct wr_net_conn *c);
+void wr_conn_release_pipe(struct wr_net_conn *c);
 
 struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
                                 enum wr_conn_kind kind);
@@ -457,6 +480,20 @@ bool wr_conn_one_request(const struct wr_net_conn *c);
 /* Log c's decision (c->host, c->addr, c->port, bytes so far). */
 void wr_conn_log(struct wr_net_conn *c, bool allow, const char *rule,
                  const char *reason, bool intercepted);
+
+/* Close the connection once both directions have ended (tunnel.c). */
+void wr_conn_check_done(struct wr_net_conn *c);
+/* The close callback of every handle of a connection (tunnel.c). */
+void wr_conn_on_closed(uv_handle_t *h);
+
+/* The spliced relay (splice.c). Start: the tcp handles must not be
+ * reading nor writing (libuv's queues empty); false (and nothing changed)
+ * when it cannot, so that the relay goes on in libuv buffers. Stop: close
+ * the poll handles (before the tcp handles) and the pipes. */
+bool wr_splice_start(struct wr_net_conn *c);
+void wr_splice_stop(struct wr_net_conn *c);
+/* Close the cached pipes (wr_net_free). */
+void wr_splice_free(struct wr_net *n);
 
 /* Deciding and dialing (connect.c). host is normalised or NULL; with NULL
  * the decision is on addr alone. */

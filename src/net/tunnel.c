@@ -138,11 +138,15 @@ static void conn_free(struct wr_net_conn *c) {
 
 /* The upstream socket of a failed dial attempt closes while the
  * connection lives on: its close is the cue for the next address. */
-static void on_handle_closed(uv_handle_t *h) {
+void wr_conn_on_closed(uv_handle_t *h) {
   struct wr_net_conn *c;
 
   if (h->type == UV_TIMER) {
     c = h->data;
+  } else if (h->type == UV_POLL) {
+    struct wr_net_side *s = h->data;
+    c = s->c;
+    s->polled = false;
   } else {
     struct wr_net_side *s = h->data;
     c = s->c;
@@ -161,7 +165,7 @@ static void on_handle_closed(uv_handle_t *h) {
 static void close_side(struct wr_net_side *s) {
   if (!s->open || uv_is_closing((uv_handle_t *)&s->tcp))
     return;
-  uv_close((uv_handle_t *)&s->tcp, on_handle_closed);
+  uv_close((uv_handle_t *)&s->tcp, wr_conn_on_closed);
 }
 
 void wr_conn_drop_upstream(struct wr_net_conn *c) {
@@ -178,9 +182,10 @@ void wr_conn_close(struct wr_net_conn *c) {
   }
   wr_resolve_cancel(c->resolve);
   c->resolve = NULL;
+  wr_splice_stop(c); /* the poll handles go before the sockets */
   close_side(&c->client);
   close_side(&c->upstream);
-  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, wr_conn_on_closed);
 }
 
 void wr_conn_reset(struct wr_net_conn *c) {
@@ -213,6 +218,7 @@ int wr_conn_open_upstream(struct wr_net_conn *c) {
 /* ---- writing ------------------------------------------------------------ */
 
 static void relay_resume(struct wr_net_side *s);
+static void try_splice(struct wr_net_conn *c);
 
 /* A write done: resume the side that was paused for it, or, for a CONNECT
  * to a host with a secret, hand over once the 200 is out. */
@@ -233,6 +239,10 @@ static void on_written(uv_write_t *req, int status) {
   }
   if (c->state == WR_CS_HANDOVER && to == &c->client && to->queued == 0) {
     wr_conn_handover(c);
+    return;
+  }
+  if (c->want_splice) {
+    try_splice(c);
     return;
   }
   if (from->paused && to->queued <= WR_QUEUE_LOW) {
@@ -299,7 +309,7 @@ static void relay_forward(struct wr_net_conn *c, struct wr_net_side *from,
   }
 }
 
-static void check_done(struct wr_net_conn *c) {
+void wr_conn_check_done(struct wr_net_conn *c) {
   if (c->client.eof && c->upstream.eof && c->client.shut_done &&
       c->upstream.shut_done)
     wr_conn_close(c);
@@ -317,7 +327,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
   }
   s->shut_done = true;
   if (c->state == WR_CS_RELAY)
-    check_done(c);
+    wr_conn_check_done(c);
 }
 
 static void shutdown_side(struct wr_net_conn *c, struct wr_net_side *s) {
@@ -343,7 +353,7 @@ static void on_eof(struct wr_net_conn *c, struct wr_net_side *s) {
   }
   shutdown_side(c, other_side(c, s));
   if (!c->closing)
-    check_done(c);
+    wr_conn_check_done(c);
 }
 
 /* A request's body ends where its framing says; what follows (a second,
@@ -406,8 +416,8 @@ static void relay_read(uv_stream_t *stream, ssize_t nread,
 static void relay_resume(struct wr_net_side *s) {
   struct wr_net_conn *c = s->c;
 
-  if (c->closing || c->state != WR_CS_RELAY || s->reading || s->paused ||
-      s->eof || s->done || !s->open)
+  if (c->closing || c->state != WR_CS_RELAY || c->want_splice || s->reading ||
+      s->paused || s->eof || s->done || !s->open)
     return;
   if (uv_read_start((uv_stream_t *)&s->tcp, relay_alloc, relay_read) < 0) {
     wr_conn_close(c);
@@ -428,6 +438,38 @@ static void flush_held(struct wr_net_conn *c) {
   c->in_len = c->in_off = 0;
 }
 
+/* A pure byte relay (nothing left to parse or check, neither side ended
+ * yet) moves to splice.c. */
+static bool splice_wanted(const struct wr_net_conn *c) {
+  return !c->closing && !wr_conn_one_request(c) && !c->sniffing &&
+         !c->client.eof && !c->upstream.eof && !c->client.shut &&
+         !c->upstream.shut;
+}
+
+static void stop_reading(struct wr_net_side *s) {
+  if (!s->reading)
+    return;
+  s->reading = false;
+  uv_read_stop((uv_stream_t *)&s->tcp);
+}
+
+/* libuv reads no more; once the writes already queued (the CONNECT
+ * answer, held bytes, what was read before) are out, the fds are free for
+ * splice.c. Where it cannot start, the relay goes on here. */
+static void try_splice(struct wr_net_conn *c) {
+  c->want_splice = true;
+  stop_reading(&c->client);
+  stop_reading(&c->upstream);
+  if (c->client.queued > 0 || c->upstream.queued > 0)
+    return;
+  c->want_splice = false;
+  if (wr_splice_start(c))
+    return;
+  c->client.paused = c->upstream.paused = false;
+  relay_resume(&c->upstream);
+  relay_resume(&c->client);
+}
+
 void wr_conn_relay(struct wr_net_conn *c) {
   if (c->closing)
     return;
@@ -438,6 +480,10 @@ void wr_conn_relay(struct wr_net_conn *c) {
   uv_timer_start(&c->timer, on_timer, WR_IDLE_TIMEOUT_MS, 0);
   if (!c->sniffing)
     flush_held(c);
+  if (splice_wanted(c)) {
+    try_splice(c);
+    return;
+  }
   relay_resume(&c->upstream);
   relay_resume(&c->client);
 }
@@ -451,6 +497,8 @@ void wr_conn_sni_passed(struct wr_net_conn *c) {
     return;
   if (c->client.eof)
     on_eof(c, &c->client);
+  else if (splice_wanted(c))
+    try_splice(c);
   else
     relay_resume(&c->client);
 }

@@ -1501,6 +1501,29 @@ static void test_held_connections(void **state) {
   assert_int_equal(count, 4);
 }
 
+/* A bulk pipe is held only while the sandbox holds under half its
+ * budget, counts in the sandbox's budget and not in the kernel's TCP one,
+ * and is given back whole. */
+static void test_held_pipes(void **state) {
+  struct wr_net n = {.held_max = (size_t)1 << 30};
+  struct wr_net_sb sb = {.n = &n};
+  struct wr_net_conn c = {.n = &n, .sb = &sb};
+  struct wr_held base = wr_conn_base_held();
+
+  (void)state;
+  assert_true(base.all >= base.kernel + 2 * WR_PIPE_SIZE);
+  assert_true(wr_conn_hold(&c, base));
+  assert_true(wr_conn_hold_pipe(&c));
+  assert_int_equal(c.held.all, base.all + WR_PIPE_BULK - WR_PIPE_SIZE);
+  assert_int_equal(n.held_kernel, base.kernel);
+  wr_conn_release_pipe(&c);
+  assert_int_equal(sb.held, base.all);
+
+  sb.held = WR_HELD_PER_SANDBOX / 2;
+  assert_false(wr_conn_hold_pipe(&c));
+  assert_int_equal(sb.held, WR_HELD_PER_SANDBOX / 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ipv4_encodings_of_loopback),
@@ -1548,6 +1571,7 @@ int main(void) {
       cmocka_unit_test(test_dns_reply_aaaa_and_errors),
       cmocka_unit_test(test_dns_reply_bounds),
       cmocka_unit_test(test_held_budget),
+      cmocka_unit_test(test_held_pipes),
       cmocka_unit_test(test_held_connections),
       cmocka_unit_test(test_host_chosen),
   };
