@@ -36,6 +36,8 @@ struct wr_daemon_config {
                                 upstreams, or NULL */
   const char *hosts_file;    /* static name entries for the proxy's
                                 resolver, or NULL */
+  char **resolvers;          /* DNS servers "ADDR[:PORT]" (NULL-ended), or
+                                NULL for /etc/resolv.conf's */
   unsigned netns_pool;       /* network namespaces kept ready */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */

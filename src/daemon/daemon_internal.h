@@ -408,7 +408,7 @@ void wr_network_free(struct wr_daemon *d);
  * with its network namespace (netns_fd borrowed). Before its first
  * process. */
 int wr_network_sandbox_up(struct wr_sandbox *sb, int netns_fd,
-                          const int listen_fds[3], wr_error_t *err);
+                          const int listen_fds[WR_NET_NFDS], wr_error_t *err);
 /* The sandbox stopped: close its listeners and connections. */
 void wr_network_sandbox_down(struct wr_sandbox *sb);
 /* The sandbox is being removed: drop its rules and publications. */

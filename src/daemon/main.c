@@ -47,6 +47,10 @@ static const char usage[] =
     "                     proxy connects to hosts it sets secrets for\n"
     "  --hosts-file FILE  \"ADDR NAME...\" lines the proxy's resolver reads\n"
     "                     before the host's own\n"
+    "  --resolver ADDR[:PORT]\n"
+    "                     a DNS server that the proxy's resolver asks, in\n"
+    "                     place of those in /etc/resolv.conf (repeatable;\n"
+    "                     IPv6 as [ADDR]:PORT; default port 53)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --policy-log-max N the connection log keeps at most N entries in\n"
@@ -182,6 +186,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"data-dir", required_argument, NULL, 'd'},
       {"upstream-ca", required_argument, NULL, 'u'},
       {"hosts-file", required_argument, NULL, 'H'},
+      {"resolver", required_argument, NULL, 'R'},
       {"netns-pool", required_argument, NULL, 'N'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -227,6 +232,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'H':
       cfg->hosts_file = optarg;
+      break;
+    case 'R':
+      cfg->resolvers = wr_strv_push(cfg->resolvers, optarg);
       break;
     case 'N':
       cfg->netns_pool = parse_pool(optarg);

@@ -653,6 +653,7 @@ static int make_engine(struct wr_network *nw, wr_error_t *err) {
       .ca_dir = ca_dir,
       .upstream_ca = nw->d->cfg.upstream_ca,
       .hosts_file = nw->d->cfg.hosts_file,
+      .resolvers = nw->d->cfg.resolvers,
       .log = on_net_event,
       .log_arg = nw,
   };
@@ -727,8 +728,12 @@ void wr_network_free(struct wr_daemon *d) {
   d->network = NULL;
 }
 
+_Static_assert((int)WR_NET_NFDS == (int)WR_NET_LISTENERS &&
+                   (int)WR_NET_DNS4_TCP == (int)WR_NET_LISTEN_DNS_TCP,
+               "the runtime's listeners are the engine's, in its order");
+
 int wr_network_sandbox_up(struct wr_sandbox *sb, int netns_fd,
-                          const int listen_fds[3], wr_error_t *err) {
+                          const int listen_fds[WR_NET_NFDS], wr_error_t *err) {
   if (wr_net_attach(sb->d->network->net, sb->id, netns_fd, listen_fds, err) < 0)
     return wr_error_wrap(err, "sandbox `%s`: network", sb->name);
   return 0;
