@@ -421,7 +421,34 @@ static int cmd_rm(const struct wr_cli_ctx *ctx, int argc, char **argv) {
 
 /* ---- check --------------------------------------------------------------- */
 
+/* One family's cached answer: its addresses or error, age and TTL left. */
+static void print_cached(const char *family, const json_t *e) {
+  json_t *addr;
+  size_t i;
+  wr_buf_t line;
+
+  if (!json_is_object(e))
+    return;
+  wr_buf_init(&line);
+  if (json_object_get(e, "error") != NULL &&
+      !json_is_null(json_object_get(e, "error")))
+    wr_buf_printf(&line, "%s", wr_cli_jstr(e, "error"));
+  json_array_foreach (json_object_get(e, "addresses"), i, addr)
+    wr_buf_printf(&line, "%s%s", i ? ", " : "", json_string_value(addr));
+  wr_buf_append(&line, "", 1);
+  wr_cli_line(stdout,
+              "  cached %s: %s (age %lld s, %lld s left of %lld, %lld "
+              "upstream %s)",
+              family, line.data, (long long)wr_cli_jint(e, "age_s"),
+              (long long)wr_cli_jint(e, "ttl_left_s"),
+              (long long)wr_cli_jint(e, "ttl_s"),
+              (long long)wr_cli_jint(e, "queries"),
+              wr_cli_jint(e, "queries") == 1 ? "query" : "queries");
+  wr_buf_free(&line);
+}
+
 static void print_check(const json_t *res) {
+  const json_t *cache = json_object_get(res, "cache");
   json_t *addr;
   size_t i;
 
@@ -435,6 +462,8 @@ static void print_check(const json_t *res) {
   if (json_object_get(res, "resolve_error") != NULL)
     wr_cli_line(stdout, "  does not resolve: %s",
                 wr_cli_jstr(res, "resolve_error"));
+  print_cached("A", json_object_get(cache, "A"));
+  print_cached("AAAA", json_object_get(cache, "AAAA"));
 }
 
 static int cmd_check(const struct wr_cli_ctx *ctx, int argc, char **argv) {

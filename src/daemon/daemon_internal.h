@@ -424,6 +424,15 @@ bool wr_network_sets_env(const char *name);
 void wr_network_sandbox_json_extras(const struct wr_sandbox *sb, json_t *json);
 /* warren's CA certificate (PEM), for the sandbox's trust store. */
 const char *wr_network_ca_pem(struct wr_daemon *d);
+/* The resolver's counters, for GET /v1/info: {"queries":{"A","AAAA"},
+ * "hits", "coalesced", "failures" (the same), "hosts", "limited",
+ * "entries", "inflight"}. */
+json_t *wr_network_resolver_json(struct wr_daemon *d);
+/* What the resolver's cache holds for a normalised name: {"queries": N
+ * (upstream lookups for it, both families), "A": ENTRY|null, "AAAA":
+ * ENTRY|null}, ENTRY being {"addresses", "age_s", "ttl_s", "ttl_left_s",
+ * "fresh", "inflight", "queries", "error"}. */
+json_t *wr_network_cached_json(struct wr_daemon *d, const char *host);
 
 void wr_api_policy_get(wr_http_req_t *req, void *ctx);
 void wr_api_policy_init(wr_http_req_t *req, void *ctx);

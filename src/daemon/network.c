@@ -813,3 +813,61 @@ char **wr_network_env(struct wr_sandbox *sb) {
 const char *wr_network_ca_pem(struct wr_daemon *d) {
   return wr_net_ca_pem(d->network->net);
 }
+
+/* ---- the resolver -------------------------------------------------------- */
+
+static json_t *by_family(const uint64_t v[2]) {
+  return json_pack("{s:I,s:I}", "A", (json_int_t)v[0], "AAAA",
+                   (json_int_t)v[1]);
+}
+
+json_t *wr_network_resolver_json(struct wr_daemon *d) {
+  struct wr_net_resolver_stats st;
+
+  if (d->network == NULL || d->network->net == NULL)
+    return json_null();
+  wr_net_resolver_stats(d->network->net, &st);
+  return json_pack("{s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I}", "queries",
+                   by_family(st.queries), "hits", by_family(st.hits),
+                   "coalesced", by_family(st.coalesced), "failures",
+                   by_family(st.failures), "hosts", (json_int_t)st.hosts,
+                   "limited", (json_int_t)st.limited, "entries",
+                   (json_int_t)st.entries, "inflight", (json_int_t)st.inflight);
+}
+
+static json_t *cached_entry_json(const struct wr_net_cached *c) {
+  json_t *addrs = json_array();
+
+  for (size_t i = 0; i < c->naddrs; i++) {
+    char text[WR_HOST_MAX];
+    wr_net_addr_format(&c->addrs[i], text, sizeof(text));
+    json_array_append_new(addrs, json_string(text));
+  }
+  return json_pack(
+      "{s:o,s:I,s:I,s:I,s:b,s:b,s:I,s:o}", "addresses", addrs, "age_s",
+      (json_int_t)(c->age_ms / 1000), "ttl_s", (json_int_t)c->ttl_s,
+      "ttl_left_s", (json_int_t)((c->ttl_left_ms + 999) / 1000), "fresh",
+      c->fresh, "inflight", c->inflight, "queries", (json_int_t)c->queries,
+      "error", c->failed ? wr_json_string_lossy(c->error) : json_null());
+}
+
+json_t *wr_network_cached_json(struct wr_daemon *d, const char *host) {
+  static const struct {
+    const char *key;
+    int family;
+  } fams[] = {{"A", AF_INET}, {"AAAA", AF_INET6}};
+  json_t *j = json_object();
+  uint64_t queries = 0;
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(fams); i++) {
+    struct wr_net_cached c;
+    if (!wr_net_resolver_peek(d->network->net, host, fams[i].family, &c)) {
+      json_object_set_new(j, fams[i].key, json_null());
+      continue;
+    }
+    queries += c.queries;
+    json_object_set_new(j, fams[i].key, cached_entry_json(&c));
+  }
+  json_object_set_new(j, "queries", json_integer((json_int_t)queries));
+  return j;
+}

@@ -304,7 +304,8 @@ struct wr_net_resolver_stats {
   uint64_t queries[2];   /* upstream lookups started */
   uint64_t hits[2];      /* answered from the cache */
   uint64_t coalesced[2]; /* joined a lookup already in flight */
-  uint64_t failures[2];  /* lookups that ended without an address */
+  uint64_t failures[2];  /* lookups that failed (no such name, a server
+                            failure, a timeout; not "no address") */
   uint64_t hosts;        /* answered by the hosts file */
   uint64_t limited;      /* refused by the per-sandbox or host cap */
   size_t entries;        /* in the cache now */

@@ -191,6 +191,7 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_RESOLVE_WAIT_MS 7500
 #define WR_RESOLVE_TTL_MIN_S 5      /* answers are kept at least this long */
 #define WR_RESOLVE_TTL_MAX_S 300    /* and at most */
+#define WR_RESOLVE_NODATA_TTL_S 30  /* no address of that family */
 #define WR_RESOLVE_FAIL_TTL_MS 3000 /* NXDOMAIN, SERVFAIL, timeouts */
 #define WR_RESOLVE_CACHE_MAX 4096   /* (name, family) entries */
 #define WR_RESOLVE_INFLIGHT 1024    /* flights on the host */

@@ -8,10 +8,11 @@
  * connections to one registry at once, and a per-connection getaddrinfo
  * turned that into hundreds of parallel queries that the host's resolver
  * refused. Here an answer is kept per (name, family) for its TTL, clamped
- * to [WR_RESOLVE_TTL_MIN_S, WR_RESOLVE_TTL_MAX_S]; a failure is kept for
- * WR_RESOLVE_FAIL_TTL_MS; and a lookup in flight (a "flight") is shared by
- * everyone who asks for the same name and family meanwhile, so 500
- * connections make one query per family.
+ * to [WR_RESOLVE_TTL_MIN_S, WR_RESOLVE_TTL_MAX_S]; "no address of this
+ * family" for WR_RESOLVE_NODATA_TTL_S; a failure (no such name, a server
+ * failure, a timeout) for WR_RESOLVE_FAIL_TTL_MS; and a lookup in flight (a
+ * "flight") is shared by everyone who asks for the same name and family
+ * meanwhile, so 500 connections make one query per family.
  *
  * Why c-ares: getaddrinfo holds a slot of libuv's shared threadpool for as
  * long as the resolver takes, so one sandbox asking for names whose
@@ -495,9 +496,14 @@ static void entry_fail(struct wr_resolver *res, struct entry *e, int code,
   e->err_code = code;
   wr_strlcpy(e->err_msg, msg, sizeof(e->err_msg));
   e->fetched_ms = now;
-  e->expires_ms = now + WR_RESOLVE_FAIL_TTL_MS;
-  e->ttl_s = WR_RESOLVE_FAIL_TTL_MS / 1000;
-  res->stats.failures[e->fam]++;
+  /* "No address of this family" is an answer, not a failure: a registry
+   * without IPv6 says so for every connection. */
+  e->ttl_s =
+      code == ENODATA ? WR_RESOLVE_NODATA_TTL_S : WR_RESOLVE_FAIL_TTL_MS / 1000;
+  e->expires_ms = now + (code == ENODATA ? WR_RESOLVE_NODATA_TTL_S * 1000ull
+                                         : WR_RESOLVE_FAIL_TTL_MS);
+  if (code != ENODATA)
+    res->stats.failures[e->fam]++;
 }
 
 /* c-ares's statuses, as the callers (and the DNS server) tell them. */
@@ -727,6 +733,8 @@ static int set_servers(struct wr_resolver *res, char *const *servers,
   return rc == ARES_SUCCESS ? 0 : -1;
 }
 
+/* No search domains: the name a sandbox asks for is the name the policy
+ * judged, never that name with the host's own domain appended. */
 static int channel_init(struct wr_resolver *res, char *const *servers,
                         wr_error_t *err) {
   struct ares_options o = {
@@ -735,9 +743,12 @@ static int channel_init(struct wr_resolver *res, char *const *servers,
       .sock_state_cb = on_sock_state,
       .sock_state_cb_data = res,
       .lookups = (char *)"fb",
+      .flags = ARES_FLAG_NOSEARCH,
+      .domains = NULL,
+      .ndomains = 0,
   };
   int mask = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_SOCK_STATE_CB |
-             ARES_OPT_LOOKUPS;
+             ARES_OPT_LOOKUPS | ARES_OPT_FLAGS | ARES_OPT_DOMAINS;
   int rc = ares_library_init(ARES_LIB_INIT_ALL);
 
   if (rc != ARES_SUCCESS)
