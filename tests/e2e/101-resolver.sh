@@ -61,9 +61,10 @@ dns_start() { # [RATE] [TTL]
   SINK=$(jq -r .sink "$dir/ready")
 }
 
-# How many queries slowdns got for NAME (of TYPE, any transport).
-dns_count() { # NAME [TYPE]
-  grep -c " ${2:-A} $1\$" "$DNS_LOG" || true
+# How many queries slowdns got for NAME (of TYPE, over PROTO: udp, or tcp
+# when c-ares asks again because the UDP answer was truncated).
+dns_count() { # NAME [TYPE] [PROTO]
+  grep -c "^${3:-udp} ${2:-A} $1\$" "$DNS_LOG" || true
 }
 
 res_sandbox() { # NAME [create args...]
@@ -97,33 +98,46 @@ check_json() { # SANDBOX NAME
 # 500 connections at once to one name, through a server that answers four
 # queries a second: every one reaches the sink, and the server saw one or
 # two queries per family. (One lookup per connection would be 1000
-# queries, over four minutes at that rate.)
+# queries, over four minutes at that rate.) What warrend holds for one
+# sandbox's connections admits about 90 at once (held.c), so the 500 come
+# from six sandboxes at the same time, which share the lookups too.
 test_burst_makes_one_query_per_family() {
-  local name out before after
+  local name out before after i pids=() total=0
   dns_start 4
-  res_sandbox res-burst
   name=burst$RANDOM.test
-  res_allow res-burst "$name"
+  for i in 1 2 3 4 5 6; do
+    res_sandbox "res-burst$i"
+    res_allow "res-burst$i" "$name"
+  done
   before=$(api GET /v1/info | jq '.resolver | .coalesced.A + .hits.A')
 
-  out=$(dnsq res-burst burst "$name" "$SINK" 500)
-  assert_eq "ok 500" "$out" "connections through the proxy to $name"
-  [ "$(dns_count "$name" A)" -ge 1 ] && [ "$(dns_count "$name" A)" -le 2 ] ||
+  for i in 1 2 3 4 5 6; do
+    dnsq "res-burst$i" burst "$name" "$SINK" 84 >"$RES_DIR/burst$i" 2>&1 &
+    pids+=($!)
+  done
+  for i in 1 2 3 4 5 6; do
+    wait "${pids[i - 1]}" || fail "burst from res-burst$i: $(cat "$RES_DIR/burst$i")"
+    out=$(cat "$RES_DIR/burst$i")
+    [[ "$out" =~ ^ok\ ([0-9]+)$ ]] || fail "burst from res-burst$i: $out"
+    total=$((total + BASH_REMATCH[1]))
+  done
+  assert_eq 504 "$total" "connections through the proxies to $name"
+  [[ "$(dns_count "$name" A)" =~ ^[12]$ ]] ||
     fail "A queries for $name: $(dns_count "$name" A) (want 1 or 2)"
   [ "$(dns_count "$name" AAAA)" -le 2 ] ||
     fail "AAAA queries for $name: $(dns_count "$name" AAAA) (want 1 or 2)"
   after=$(api GET /v1/info | jq '.resolver | .coalesced.A + .hits.A')
-  [ $((after - before)) -ge 499 ] ||
+  [ $((after - before)) -ge 502 ] ||
     fail "A lookups shared or cached went from $before to $after"
 
   # The check shows the cached answer, its age and the upstream count.
-  out=$(check_json res-burst "$name")
+  out=$(check_json res-burst1 "$name")
   assert_eq "$HOST_IP" "$(json_get "$out" '.cache.A.addresses[0]')" "cached A"
   assert_eq "$(dns_count "$name" A)" "$(json_get "$out" '.cache.A.queries')" \
     "upstream queries for $name in policy check"
   [ "$(json_get "$out" '.cache.A.ttl_left_s')" -le 60 ] ||
     fail "TTL left above the answer's: $out"
-  out=$("$WARREN" policy check network --sandbox res-burst "$name")
+  out=$("$WARREN" policy check network --sandbox res-burst1 "$name")
   assert_contains "$out" "cached A: $HOST_IP (age" "policy check's text"
 }
 
@@ -145,7 +159,8 @@ test_dns_tcp_and_remaining_ttl() {
   sleep 2.2
   out=$(dnsq res-tcp query "$name")
   second=$(sed -n 's/^ttl //p' <<<"$out" | head -1)
-  [ "$second" -lt "$first" ] && [ "$second" -ge $((first - 4)) ] ||
+  [ "$second" -lt "$first" ] || fail "TTL $first then, 2 s later, $second"
+  [ "$second" -ge $((first - 4)) ] ||
     fail "TTL $first then, 2 s later, $second"
   assert_eq 1 "$(dns_count "$name" A)" "upstream queries for $name"
 
@@ -173,17 +188,19 @@ test_dns_edns_and_truncation() {
   assert_line "$out" "tc 0" "32 addresses with EDNS 4096"
   assert_line "$out" "count 32" "32 addresses with EDNS 4096"
   assert_line "$out" "opt 1" "the reply's OPT record"
-  out=$(dnsq res-edns query "$name" --edns 600)
-  assert_line "$out" "tc 1" "32 addresses with EDNS 600"
-  [ "$(sed -n 's/^size //p' <<<"$out")" -le 600 ] || fail "reply above 600: $out"
+  out=$(dnsq res-edns query "$name" --edns 540)
+  assert_line "$out" "tc 1" "32 addresses with EDNS 540"
+  [ "$(sed -n 's/^size //p' <<<"$out")" -le 540 ] || fail "reply above 540: $out"
   out=$(dnsq res-edns query "$name" --tcp)
   assert_line "$out" "tc 0" "32 addresses over TCP"
   assert_line "$out" "count 32" "32 addresses over TCP"
-  # The resolver inside retries over TCP by itself.
-  out=$("$WARREN" exec res-edns -- getent ahostsv4 "$name" | awk '{print $1}' |
-    sort -u | wc -l)
-  assert_eq 32 "$out" "getent over TC and then TCP"
-  assert_eq 1 "$(dns_count "$name" A)" "upstream queries for $name"
+  # The resolver inside (glibc's) asks again over TCP by itself.
+  out=$("$WARREN" exec res-edns -- python3 -c 'import socket, sys
+print(len(socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET, socket.SOCK_STREAM)))' "$name")
+  assert_eq 32 "$out" "getaddrinfo inside, through TC and then TCP"
+  # So does warrend's: 548 bytes do not fit the 512 of plain UDP.
+  assert_eq 1 "$(dns_count "$name" A)" "upstream queries for $name over UDP"
+  assert_eq 1 "$(dns_count "$name" A tcp)" "upstream queries for $name over TCP"
 }
 
 # ---- fairness ----------------------------------------------------------------------
@@ -196,13 +213,14 @@ test_flood_does_not_delay_another_sandbox() {
   dns_start 20
   res_sandbox res-flood
   res_sandbox res-calm
-  "$WARREN" policy allow network --sandbox res-flood '*.test' >/dev/null
+  "$WARREN" policy allow network --sandbox res-flood '*.flood.test' >/dev/null ||
+    fail "allow *.flood.test"
   name=calm$RANDOM.test
   res_allow res-calm "$name"
 
   before=$(api GET /v1/info | jq '.resolver.queries.A')
-  dnsq res-flood flood "hole$RANDOM-" 300 >/dev/null
-  "$WARREN" exec -d res-flood -- dnsq burst "hole$RANDOM.test" 80 200 \
+  dnsq res-flood flood "hole$RANDOM-%d.flood.test" 300 >/dev/null
+  "$WARREN" exec -d res-flood -- dnsq burst "hole$RANDOM.flood.test" 80 60 \
     --timeout 20 >/dev/null
   wait_until 10 sh -c "[ \$(grep -c hole '$DNS_LOG') -ge 30 ]" ||
     fail "the flood did not reach the server: $(wc -l <"$DNS_LOG") queries"

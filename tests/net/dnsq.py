@@ -8,8 +8,9 @@
   dnsq burst HOST PORT N
       open N connections at once through the proxy (CONNECT HOST:PORT)
       and print "ok K" for the K that got the upstream's "ok"
-  dnsq flood PREFIX N
-      send N UDP queries for PREFIX0.test ... at once, answers ignored
+  dnsq flood TEMPLATE N
+      send N UDP queries at once for TEMPLATE % 0, 1, ... ("a%d.test"),
+      answers ignored
 """
 import argparse
 import random
@@ -121,8 +122,13 @@ def cmd_burst(a):
         for key, ev in sel.select(1):
             s = key.fileobj
             if ev & selectors.EVENT_WRITE:
-                s.send(req)
-                sel.modify(s, selectors.EVENT_READ, b"")
+                try:
+                    s.send(req)
+                    sel.modify(s, selectors.EVENT_READ, b"")
+                except OSError:
+                    sel.unregister(s)
+                    s.close()
+                    left -= 1
                 continue
             try:
                 chunk = s.recv(4096)
@@ -144,7 +150,7 @@ def cmd_burst(a):
 def cmd_flood(a):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for i in range(a.n):
-        s.sendto(question("%s%d.test" % (a.prefix, i), "A", 0)[1], SERVER)
+        s.sendto(question(a.template % i, "A", 0)[1], SERVER)
     print("sent %d" % a.n)
     return 0
 
@@ -165,7 +171,7 @@ def main():
     b.add_argument("n", type=int)
     b.add_argument("--timeout", type=float, default=40)
     f = sub.add_parser("flood")
-    f.add_argument("prefix")
+    f.add_argument("template")
     f.add_argument("n", type=int)
     a = p.parse_args()
     return {"query": cmd_query, "burst": cmd_burst, "flood": cmd_flood}[a.cmd](a)

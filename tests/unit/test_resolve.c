@@ -72,7 +72,8 @@ static void *serve(void *arg) {
     out[7] = !nx && type == 1;
     out[9] = out[11] = 0;
     if (out[7])
-      memcpy(out + end, "\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x01\x00\x04\x0a\x09\x08\x07",
+      memcpy(out + end,
+             "\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x01\x00\x04\x0a\x09\x08\x07",
              16);
     sendto(S.fd, out, end + (out[7] ? 16 : 0), 0, (struct sockaddr *)&peer,
            plen);
@@ -151,8 +152,8 @@ struct answer {
   char first[64];
 };
 
-static void on_answer(void *arg, const struct wr_net_addr *addrs,
-                      size_t naddrs, const wr_error_t *err) {
+static void on_answer(void *arg, const struct wr_net_addr *addrs, size_t naddrs,
+                      const wr_error_t *err) {
   struct answer *a = arg;
 
   a->calls++;
@@ -201,8 +202,8 @@ static void test_shared_lookup_and_cache(void **state) {
 
   for (size_t i = 0; i < WR_ARRAY_SIZE(a); i++)
     assert_int_equal(wr_resolve_start(fx->n, i % 2 ? &fx->sb1 : &fx->sb2,
-                                      "burst.test", AF_UNSPEC, on_answer,
-                                      &a[i], NULL, &err),
+                                      "burst.test", AF_UNSPEC, on_answer, &a[i],
+                                      NULL, &err),
                      0);
   assert_int_equal(a[0].calls, 0);
   wait_answers(fx, a, WR_ARRAY_SIZE(a), 5000);
@@ -212,9 +213,8 @@ static void test_shared_lookup_and_cache(void **state) {
   }
   assert_int_equal(queries_a(), 1);
   assert_int_equal(__atomic_load_n(&S.queries_aaaa, __ATOMIC_SEQ_CST), 1);
-  assert_int_equal(wr_net_resolve(fx->n, "BURST.test.", on_answer, &again,
-                                  &err),
-                   0);
+  assert_int_equal(
+      wr_net_resolve(fx->n, "BURST.test.", on_answer, &again, &err), 0);
   wait_answers(fx, &again, 1, 2000);
   assert_string_equal(again.first, "10.9.8.7");
   assert_int_equal(queries_a(), 1);
@@ -237,12 +237,10 @@ static void test_nxdomain_cached(void **state) {
   struct answer a = {0}, b = {0};
   wr_error_t err = {0};
 
-  wr_resolve_start(fx->n, NULL, "nx1.test", AF_INET, on_answer, &a, NULL,
-                   &err);
+  wr_resolve_start(fx->n, NULL, "nx1.test", AF_INET, on_answer, &a, NULL, &err);
   wait_answers(fx, &a, 1, 5000);
   assert_int_equal(a.code, ENOENT);
-  wr_resolve_start(fx->n, NULL, "nx1.test", AF_INET, on_answer, &b, NULL,
-                   &err);
+  wr_resolve_start(fx->n, NULL, "nx1.test", AF_INET, on_answer, &b, NULL, &err);
   wait_answers(fx, &b, 1, 2000);
   assert_int_equal(b.code, ENOENT);
   assert_int_equal(queries_a(), 1);
@@ -265,8 +263,8 @@ static void test_per_sandbox_cap(void **state) {
                      &same[i], NULL, &err);
   for (size_t i = 0; i < WR_ARRAY_SIZE(hole); i++) {
     snprintf(name, sizeof(name), "hole%zu.test", i);
-    wr_resolve_start(fx->n, &fx->sb1, name, AF_INET, on_answer, &hole[i],
-                     NULL, &err);
+    wr_resolve_start(fx->n, &fx->sb1, name, AF_INET, on_answer, &hole[i], NULL,
+                     &err);
   }
   assert_int_equal(fx->sb1.resolving, WR_RESOLVE_PER_SANDBOX);
   wr_resolve_start(fx->n, &fx->sb2, "fine.test", AF_INET, on_answer, &other,
