@@ -566,6 +566,8 @@ static void on_ares(void *arg, int status, int timeouts,
   }
   if (status == ARES_SUCCESS && ai != NULL)
     entry_answer(res, f->e, ai);
+  else if (ares_errno(status) == ENODATA)
+    entry_fail(res, f->e, ENODATA, "no address");
   else
     entry_fail(res, f->e, ares_errno(status), ares_strerror(status));
   ares_freeaddrinfo(ai);
