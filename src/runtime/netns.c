@@ -18,7 +18,7 @@
  *    127.0.0.1:53; everything else that is not loopback (other UDP, ICMP,
  *    raw) is dropped. Loopback traffic is untouched.
  *  - The proxy's and DNS server's listening sockets, bound before any
- *    sandbox process exists. warren-init holds them (fds 6-8) for as long
+ *    sandbox process exists. warren-init holds them (fds 6-9) for as long
  *    as the sandbox runs: warrend takes copies with pidfd_getfd, after a
  *    start and again after a restart of its own, so a sandbox process can
  *    never bind those ports first, not even while warrend is down.

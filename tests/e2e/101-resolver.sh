@@ -26,7 +26,7 @@ daemon_args() {
   mkdir -p "$RES_DIR"
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
     >"$RES_DIR/port"
-  echo "--resolver 127.0.0.1:$(cat "$RES_DIR/port")"
+  echo "--resolver 127.0.0.1:$(cat "$RES_DIR/port")" | tee "$RES_DIR/args"
 }
 
 RES_EXIT=()
@@ -236,4 +236,22 @@ test_flood_does_not_delay_another_sandbox() {
   [ "$(api GET /v1/info | jq '.resolver.limited')" -gt 0 ] ||
     fail "no lookup was refused by the per-sandbox cap"
   assert_daemon_alive
+}
+
+# warrend takes the TCP listener back from warren-init after a restart of
+# its own, like the others; the cache starts empty.
+test_dns_tcp_after_daemon_restart() {
+  local name out
+  dns_start 20
+  res_sandbox res-restart
+  name=restart$RANDOM.test
+  res_allow res-restart "$name"
+  assert_line "$(dnsq res-restart query "$name" --tcp)" "answer $HOST_IP" \
+    "DNS over TCP before the restart"
+  stop_daemon
+  # shellcheck disable=SC2046 # words, on purpose
+  start_daemon $(cat "$RES_DIR/args")
+  out=$(dnsq res-restart query "$name" --tcp)
+  assert_line "$out" "answer $HOST_IP" "DNS over TCP after a daemon restart"
+  assert_eq 2 "$(dns_count "$name" A)" "upstream queries: one before, one after"
 }
