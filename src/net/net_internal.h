@@ -189,6 +189,9 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_RESOLVE_TRY_MS 1000
 #define WR_RESOLVE_TRIES 3
 #define WR_RESOLVE_WAIT_MS 7500
+/* Both families asked: once one has addresses, the other gets this much
+ * longer (a server that never answers AAAA costs no more). */
+#define WR_RESOLVE_FAMILY_WAIT_MS 500
 #define WR_RESOLVE_TTL_MIN_S 5      /* answers are kept at least this long */
 #define WR_RESOLVE_TTL_MAX_S 300    /* and at most */
 #define WR_RESOLVE_NODATA_TTL_S 30  /* no address of that family */

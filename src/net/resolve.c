@@ -117,13 +117,17 @@ struct wr_resolve_req {
   struct waiter w[FAMILIES];
   struct fam_result fam[FAMILIES];
   struct wr_resolve_req *next; /* in the ready queue */
+  /* One family answered, the other is awaited until other_by_ms. */
+  uint64_t other_by_ms;
+  struct wr_resolve_req *gprev, *gnext; /* in the resolver's grace list */
+  bool in_grace;
 };
 
 struct wr_resolver {
   struct wr_net *n;
   ares_channel channel;
   bool channel_ok;
-  uv_timer_t ares_timer, deadline, deliver;
+  uv_timer_t ares_timer, deadline, deliver, grace;
   bool open;
   struct ares_sock *socks;
   struct entry *buckets[CACHE_BUCKETS];
@@ -132,6 +136,7 @@ struct wr_resolver {
   struct flight *fq_head, *fq_tail; /* flights in deadline order */
   size_t nflights;
   struct wr_resolve_req *ready, *ready_tail;
+  struct wr_resolve_req *grace_head, *grace_tail; /* by other_by_ms */
   struct wr_net_resolver_stats stats;
   /* the static hosts file */
   struct wr_hosts_entry *hosts;
@@ -354,7 +359,23 @@ static uint32_t clamp_ttl(int ttl) {
 
 static void on_deliver(uv_timer_t *t);
 
+static void grace_unlink(struct wr_resolver *res, struct wr_resolve_req *r) {
+  if (!r->in_grace)
+    return;
+  r->in_grace = false;
+  if (r->gprev != NULL)
+    r->gprev->gnext = r->gnext;
+  else
+    res->grace_head = r->gnext;
+  if (r->gnext != NULL)
+    r->gnext->gprev = r->gprev;
+  else
+    res->grace_tail = r->gprev;
+  r->gprev = r->gnext = NULL;
+}
+
 static void queue_ready(struct wr_resolver *res, struct wr_resolve_req *r) {
+  grace_unlink(res, r);
   if (r->queued)
     return;
   r->queued = true;
@@ -366,6 +387,49 @@ static void queue_ready(struct wr_resolver *res, struct wr_resolve_req *r) {
   res->ready_tail = r;
   if (res->open)
     uv_timer_start(&res->deliver, on_deliver, 0, 0);
+}
+
+static void leave(struct waiter *w);
+static void fam_done(struct wr_resolve_req *r, int fam, int code,
+                     const char *msg);
+
+/* The families still awaited get up to WR_RESOLVE_FAMILY_WAIT_MS more;
+ * then the request goes with the addresses it has. */
+static void on_grace(uv_timer_t *t) {
+  struct wr_resolver *res = t->data;
+  uint64_t now = uv_now(res->n->loop);
+
+  while (res->grace_head != NULL && res->grace_head->other_by_ms <= now) {
+    struct wr_resolve_req *r = res->grace_head;
+    grace_unlink(res, r);
+    for (int fam = 0; fam < FAMILIES; fam++) {
+      if (!r->fam[fam].want || r->fam[fam].done)
+        continue;
+      leave(&r->w[fam]);
+      fam_done(r, fam, ETIMEDOUT, "no answer in time");
+    }
+  }
+  if (res->grace_head != NULL)
+    uv_timer_start(&res->grace, on_grace, res->grace_head->other_by_ms - now,
+                   0);
+}
+
+/* One family has addresses: a server that is slow to answer (or never
+ * answers) the other holds the request only a moment longer. Every
+ * request waits the same time, so the list stays in deadline order. */
+static void grace_start(struct wr_resolver *res, struct wr_resolve_req *r) {
+  if (r->in_grace || !res->open)
+    return;
+  r->in_grace = true;
+  r->other_by_ms = uv_now(res->n->loop) + WR_RESOLVE_FAMILY_WAIT_MS;
+  r->gprev = res->grace_tail;
+  if (res->grace_tail != NULL)
+    res->grace_tail->gnext = r;
+  else
+    res->grace_head = r;
+  res->grace_tail = r;
+  if (res->grace_head == r)
+    uv_timer_start(&res->grace, on_grace, WR_RESOLVE_FAMILY_WAIT_MS, 0);
 }
 
 static void fam_done(struct wr_resolve_req *r, int fam, int code,
@@ -380,6 +444,8 @@ static void fam_done(struct wr_resolve_req *r, int fam, int code,
     wr_strlcpy(fr->msg, msg, sizeof(fr->msg));
   if (--r->pending == 0)
     queue_ready(r->res, r);
+  else if (fr->naddrs > 0)
+    grace_start(r->res, r);
 }
 
 static void fam_from_entry(struct wr_resolve_req *r, int fam,
@@ -936,6 +1002,7 @@ int wr_resolve_init(struct wr_net *n, char *const *servers, wr_error_t *err) {
   timer_init(res, &res->ares_timer);
   timer_init(res, &res->deadline);
   timer_init(res, &res->deliver);
+  timer_init(res, &res->grace);
   res->open = true;
   return 0;
 }
@@ -966,6 +1033,7 @@ void wr_resolve_shutdown(struct wr_net *n) {
   uv_close((uv_handle_t *)&res->ares_timer, NULL);
   uv_close((uv_handle_t *)&res->deadline, NULL);
   uv_close((uv_handle_t *)&res->deliver, NULL);
+  uv_close((uv_handle_t *)&res->grace, NULL);
 }
 
 void wr_resolve_free(struct wr_net *n) {

@@ -1,8 +1,9 @@
 /*
  * Unit tests for the resolver (src/net/resolve.c) against a real DNS
  * server: a thread of this test on 127.0.0.1 that counts the queries it
- * gets, answers names beginning with "hole" never, "nx" with NXDOMAIN,
- * and others with A 10.9.8.7 (TTL 1, below the clamp) and no AAAA. The
+ * gets, answers names beginning with "hole" never, "half" only for A,
+ * "nx" with NXDOMAIN, and others with A 10.9.8.7 (TTL 1, below the clamp)
+ * and no AAAA. The
  * engine is told to ask only it (wr_net_config.resolvers).
  */
 #include <setjmp.h>
@@ -34,7 +35,8 @@ static bool question(const uint8_t *m, size_t len, size_t *end, int *type,
 
   if (len < 17 || m[5] != 1)
     return false;
-  *hole = len > 17 && memcmp(m + 13, "hole", 4) == 0;
+  *hole = len > 17 &&
+          (memcmp(m + 13, "hole", 4) == 0 || memcmp(m + 13, "half", 4) == 0);
   *nx = len > 15 && memcmp(m + 13, "nx", 2) == 0;
   while (i < len && m[i] != 0)
     i += 1 + m[i];
@@ -64,7 +66,7 @@ static void *serve(void *arg) {
       continue;
     __atomic_add_fetch(type == 1 ? &S.queries_a : &S.queries_aaaa, 1,
                        __ATOMIC_SEQ_CST);
-    if (hole)
+    if (hole && (type != 1 || memcmp(m + 13, "half", 4) != 0))
       continue;
     memcpy(out, m, end);
     out[2] = 0x81;
@@ -231,6 +233,23 @@ static void test_shared_lookup_and_cache(void **state) {
   assert_int_equal(c.ttl_s, WR_RESOLVE_NODATA_TTL_S);
 }
 
+/* A server that never answers AAAA holds a lookup of both families only
+ * WR_RESOLVE_FAMILY_WAIT_MS past the A answer, not until its deadline. */
+static void test_one_family_is_enough(void **state) {
+  struct fx *fx = *state;
+  struct answer a = {0};
+  wr_error_t err = {0};
+
+  wr_resolve_start(fx->n, &fx->sb1, "half.test", AF_UNSPEC, on_answer, &a, NULL,
+                   &err);
+  wait_answers(fx, &a, 1, WR_RESOLVE_WAIT_MS / 2);
+  assert_int_equal(a.calls, 1);
+  assert_string_equal(a.first, "10.9.8.7");
+  assert_int_equal(a.naddrs, 1);
+  /* The AAAA lookup goes on, and no longer holds the sandbox's place. */
+  assert_int_equal(fx->sb1.resolving, 0);
+}
+
 /* NXDOMAIN is ENOENT and cached briefly: a second lookup asks nobody. */
 static void test_nxdomain_cached(void **state) {
   struct fx *fx = *state;
@@ -293,6 +312,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_shared_lookup_and_cache, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_nxdomain_cached, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_one_family_is_enough, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_per_sandbox_cap, setup, teardown),
   };
 
