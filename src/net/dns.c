@@ -30,7 +30,8 @@ struct dns_tcp {
   int handles; /* not yet closed */
   int refs;    /* its handles, and each query waiting */
   bool closing, reading;
-  size_t waiting; /* queries waiting for the resolver */
+  bool processing; /* inside tcp_process, which an answer may re-enter */
+  size_t waiting;  /* queries waiting for the resolver */
   uint8_t in[2 + WR_DNS_TCP_QUERY_MAX];
   size_t in_len;
   struct dns_tcp *prev, *next; /* in sb->dns_tcps */
@@ -393,22 +394,24 @@ static void tcp_reading(struct dns_tcp *t, bool on) {
  * always holds a whole one. */
 static void tcp_process(struct dns_tcp *t) {
   size_t mlen = 0;
-  int rc;
+  int rc = 0;
 
+  if (t->processing)
+    return;
+  t->processing = true;
   while (!t->closing && tcp_may_take(t) &&
          (rc = wr_dns_tcp_frame(t->in, t->in_len, &mlen)) != 0) {
     struct dns_from from = {NULL, t};
-    if (rc < 0) {
-      tcp_close(t);
-      return;
-    }
+    if (rc < 0)
+      break;
     handle_message(t->sb, &from, t->in + 2, mlen);
-    if (t->closing)
-      return;
     t->in_len -= mlen + 2;
     memmove(t->in, t->in + mlen + 2, t->in_len);
   }
-  if (!t->closing)
+  t->processing = false;
+  if (rc < 0)
+    tcp_close(t);
+  else if (!t->closing)
     tcp_reading(t, tcp_may_take(t) && t->in_len < sizeof(t->in));
 }
 

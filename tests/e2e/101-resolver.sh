@@ -166,6 +166,31 @@ test_dns_tcp_and_remaining_ttl() {
 
   out=$(dnsq res-tcp query "refused$RANDOM.test" --tcp)
   assert_line "$out" "rcode 5" "a denied name over TCP"
+  # Lengths below a header or above the bound close the connection; bytes
+  # that never make a whole query, and a client that leaves mid-query,
+  # change nothing for the next one.
+  out=$("$WARREN" exec res-tcp -- python3 -c '
+import socket
+for junk in (b"\x00\x00", b"\x00\x05hello", b"\xff\xff" + b"x" * 2000, b"\x00\x40abc"):
+    s = socket.create_connection(("127.0.0.1", 53), timeout=5)
+    s.sendall(junk)
+    if len(junk) == 5:
+        s.close()
+        print("left")
+        continue
+    try:
+        print("closed" if s.recv(10) == b"" else "answered")
+    except ConnectionResetError:
+        print("closed")  # with bytes unread: a reset
+    except OSError as e:
+        print("error", e.errno)
+' 2>&1)
+  assert_eq "closed
+closed
+closed
+left" "$out" "garbage over TCP"
+  out=$(dnsq res-tcp query "$name" --tcp)
+  assert_line "$out" "answer $HOST_IP" "a query over TCP after garbage"
   out=$(dnsq res-tcp query "refused$RANDOM.test")
   assert_line "$out" "rcode 5" "a denied name over UDP"
   assert_daemon_alive
