@@ -108,7 +108,10 @@ static const char check_help[] =
     "Say whether a sandbox may connect to HOST (port 443 unless given), as\n"
     "the proxy would decide: by the name first, then by every address the\n"
     "name resolves to. Prints `allowed: REASON` or `denied: REASON`, then\n"
-    "one line per address. Exits 0 when allowed, 1 when denied.\n"
+    "one line per address, then what the proxy's resolver has cached for\n"
+    "the name (each family's answer, its age, the TTL left and how many\n"
+    "queries were sent upstream for it). Exits 0 when allowed, 1 when\n"
+    "denied.\n"
     "\n"
     "Options:\n"
     "  --sandbox N  decide for this sandbox (its rules too)\n"
@@ -429,7 +432,34 @@ static int cmd_rm(const struct wr_cli_ctx *ctx, int argc, char **argv) {
 
 /* ---- check --------------------------------------------------------------- */
 
+/* One family's cached answer: its addresses or error, age and TTL left. */
+static void print_cached(const char *family, const json_t *e) {
+  json_t *addr;
+  size_t i;
+  wr_buf_t line;
+
+  if (!json_is_object(e))
+    return;
+  wr_buf_init(&line);
+  if (json_object_get(e, "error") != NULL &&
+      !json_is_null(json_object_get(e, "error")))
+    wr_buf_printf(&line, "%s", wr_cli_jstr(e, "error"));
+  json_array_foreach (json_object_get(e, "addresses"), i, addr)
+    wr_buf_printf(&line, "%s%s", i ? ", " : "", json_string_value(addr));
+  wr_buf_append(&line, "", 1);
+  wr_cli_line(stdout,
+              "  cached %s: %s (age %lld s, %lld s left of %lld, %lld "
+              "upstream %s)",
+              family, line.data, (long long)wr_cli_jint(e, "age_s"),
+              (long long)wr_cli_jint(e, "ttl_left_s"),
+              (long long)wr_cli_jint(e, "ttl_s"),
+              (long long)wr_cli_jint(e, "queries"),
+              wr_cli_jint(e, "queries") == 1 ? "query" : "queries");
+  wr_buf_free(&line);
+}
+
 static void print_check(const json_t *res) {
+  const json_t *cache = json_object_get(res, "cache");
   json_t *addr;
   size_t i;
 
@@ -446,6 +476,8 @@ static void print_check(const json_t *res) {
   if (json_object_get(res, "resolve_error") != NULL)
     wr_cli_line(stdout, "  does not resolve: %s",
                 wr_cli_jstr(res, "resolve_error"));
+  print_cached("A", json_object_get(cache, "A"));
+  print_cached("AAAA", json_object_get(cache, "AAAA"));
 }
 
 static int cmd_check(const struct wr_cli_ctx *ctx, int argc, char **argv) {

@@ -194,7 +194,7 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
   }
   wr_http_reply_json(
       req, 200,
-      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b,s:b},s:o}",
+      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b,s:b},s:o,s:o}",
                 "version", WR_VERSION, "api_version", 1, "driver", "ns",
                 "cgroup", wr_rt_cgroup_version(d->rt), "root", d->cfg.root,
                 "kernel", u.release, "sandboxes", total, "running", running,
@@ -202,7 +202,8 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
                 wr_rt_can_limit(d->rt, "cpus"), "pids",
                 wr_rt_can_limit(d->rt, "pids"), "disk",
                 wr_rt_can_limit(d->rt, "disk"), "sandbox_cas",
-                wr_network_trust_json(d)));
+                wr_network_trust_json(d), "resolver",
+                wr_network_resolver_json(d)));
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */

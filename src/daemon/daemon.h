@@ -40,6 +40,8 @@ struct wr_daemon_config {
                                 trusted inside sandboxes; NULL: none */
   char *const *sandbox_cas;  /* more CA files trusted inside, NULL-ended;
                                 may be NULL */
+  char **resolvers;          /* DNS servers "ADDR[:PORT]" (NULL-ended), or
+                                NULL for /etc/resolv.conf's */
   unsigned netns_pool;       /* network namespaces kept ready */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */

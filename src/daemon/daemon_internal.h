@@ -408,7 +408,7 @@ void wr_network_free(struct wr_daemon *d);
  * with its network namespace (netns_fd borrowed). Before its first
  * process. */
 int wr_network_sandbox_up(struct wr_sandbox *sb, int netns_fd,
-                          const int listen_fds[3], wr_error_t *err);
+                          const int listen_fds[WR_NET_NFDS], wr_error_t *err);
 /* The sandbox stopped: close its listeners and connections. */
 void wr_network_sandbox_down(struct wr_sandbox *sb);
 /* The sandbox is being removed: drop its rules and publications. */
@@ -430,6 +430,15 @@ struct wr_trust *wr_network_trust(struct wr_daemon *d);
 /* {"count","cas":[{subject,file,not_after,source}],"skipped":[...]}: the
  * extra CAs as the last scan found them (no I/O). */
 json_t *wr_network_trust_json(struct wr_daemon *d);
+/* The resolver's counters, for GET /v1/info: {"queries":{"A","AAAA"},
+ * "hits", "coalesced", "failures" (the same), "hosts", "limited",
+ * "entries", "inflight"}. */
+json_t *wr_network_resolver_json(struct wr_daemon *d);
+/* What the resolver's cache holds for a normalised name: {"queries": N
+ * (upstream lookups for it, both families), "A": ENTRY|null, "AAAA":
+ * ENTRY|null}, ENTRY being {"addresses", "age_s", "ttl_s", "ttl_left_s",
+ * "fresh", "inflight", "queries", "error"}. */
+json_t *wr_network_cached_json(struct wr_daemon *d, const char *host);
 
 void wr_api_policy_get(wr_http_req_t *req, void *ctx);
 void wr_api_policy_init(wr_http_req_t *req, void *ctx);

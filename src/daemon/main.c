@@ -54,6 +54,10 @@ static const char usage[] =
     "                     (default /usr/local/share/ca-certificates, read\n"
     "                     again at each sandbox start)\n"
     "  --no-host-cas      do not trust the host's added CAs inside sandboxes\n"
+    "  --resolver ADDR[:PORT]\n"
+    "                     a DNS server that the proxy's resolver asks, in\n"
+    "                     place of those in /etc/resolv.conf (repeatable;\n"
+    "                     IPv6 as [ADDR]:PORT; default port 53)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --policy-log-max N the connection log keeps at most N entries in\n"
@@ -193,6 +197,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"sandbox-ca", required_argument, NULL, 'C'},
       {"host-ca-dir", required_argument, NULL, 'A'},
       {"no-host-cas", no_argument, NULL, 'n'},
+      {"resolver", required_argument, NULL, 'R'},
       {"netns-pool", required_argument, NULL, 'N'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -247,6 +252,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'n':
       no_host_cas = true;
+      break;
+    case 'R':
+      cfg->resolvers = wr_strv_push(cfg->resolvers, optarg);
       break;
     case 'N':
       cfg->netns_pool = parse_pool(optarg);

@@ -739,6 +739,7 @@ static int make_engine(struct wr_network *nw, wr_error_t *err) {
       .ca_dir = ca_dir,
       .upstream_ca = nw->d->cfg.upstream_ca,
       .hosts_file = nw->d->cfg.hosts_file,
+      .resolvers = nw->d->cfg.resolvers,
       .log = on_net_event,
       .log_arg = nw,
   };
@@ -818,8 +819,12 @@ void wr_network_free(struct wr_daemon *d) {
   d->network = NULL;
 }
 
+_Static_assert((int)WR_NET_NFDS == (int)WR_NET_LISTENERS &&
+                   (int)WR_NET_DNS4_TCP == (int)WR_NET_LISTEN_DNS_TCP,
+               "the runtime's listeners are the engine's, in its order");
+
 int wr_network_sandbox_up(struct wr_sandbox *sb, int netns_fd,
-                          const int listen_fds[3], wr_error_t *err) {
+                          const int listen_fds[WR_NET_NFDS], wr_error_t *err) {
   if (wr_net_attach(sb->d->network->net, sb->id, netns_fd, listen_fds, err) < 0)
     return wr_error_wrap(err, "sandbox `%s`: network", sb->name);
   return 0;
@@ -902,4 +907,62 @@ char **wr_network_env(struct wr_sandbox *sb) {
 
 const char *wr_network_ca_pem(struct wr_daemon *d) {
   return wr_net_ca_pem(d->network->net);
+}
+
+/* ---- the resolver -------------------------------------------------------- */
+
+static json_t *by_family(const uint64_t v[2]) {
+  return json_pack("{s:I,s:I}", "A", (json_int_t)v[0], "AAAA",
+                   (json_int_t)v[1]);
+}
+
+json_t *wr_network_resolver_json(struct wr_daemon *d) {
+  struct wr_net_resolver_stats st;
+
+  if (d->network == NULL || d->network->net == NULL)
+    return json_null();
+  wr_net_resolver_stats(d->network->net, &st);
+  return json_pack("{s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I}", "queries",
+                   by_family(st.queries), "hits", by_family(st.hits),
+                   "coalesced", by_family(st.coalesced), "failures",
+                   by_family(st.failures), "hosts", (json_int_t)st.hosts,
+                   "limited", (json_int_t)st.limited, "entries",
+                   (json_int_t)st.entries, "inflight", (json_int_t)st.inflight);
+}
+
+static json_t *cached_entry_json(const struct wr_net_cached *c) {
+  json_t *addrs = json_array();
+
+  for (size_t i = 0; i < c->naddrs; i++) {
+    char text[WR_HOST_MAX];
+    wr_net_addr_format(&c->addrs[i], text, sizeof(text));
+    json_array_append_new(addrs, json_string(text));
+  }
+  return json_pack(
+      "{s:o,s:I,s:I,s:I,s:b,s:b,s:I,s:o}", "addresses", addrs, "age_s",
+      (json_int_t)(c->age_ms / 1000), "ttl_s", (json_int_t)c->ttl_s,
+      "ttl_left_s", (json_int_t)((c->ttl_left_ms + 999) / 1000), "fresh",
+      c->fresh, "inflight", c->inflight, "queries", (json_int_t)c->queries,
+      "error", c->failed ? wr_json_string_lossy(c->error) : json_null());
+}
+
+json_t *wr_network_cached_json(struct wr_daemon *d, const char *host) {
+  static const struct {
+    const char *key;
+    int family;
+  } fams[] = {{"A", AF_INET}, {"AAAA", AF_INET6}};
+  json_t *j = json_object();
+  uint64_t queries = 0;
+
+  for (size_t i = 0; i < WR_ARRAY_SIZE(fams); i++) {
+    struct wr_net_cached c;
+    if (!wr_net_resolver_peek(d->network->net, host, fams[i].family, &c)) {
+      json_object_set_new(j, fams[i].key, json_null());
+      continue;
+    }
+    queries += c.queries;
+    json_object_set_new(j, fams[i].key, cached_entry_json(&c));
+  }
+  json_object_set_new(j, "queries", json_integer((json_int_t)queries));
+  return j;
 }

@@ -272,6 +272,7 @@ static void on_resolved(void *arg, const struct wr_net_addr *addrs,
   j = check_json(c, decided, addresses);
   if (naddrs == 0 && err != NULL)
     json_object_set_new(j, "resolve_error", wr_json_string_lossy(err->msg));
+  json_object_set_new(j, "cache", wr_network_cached_json(c->nw->d, c->host));
   wr_http_reply_json(c->req, 200, j);
   check_free(c);
 }

@@ -484,7 +484,8 @@ void wr_conn_decide(struct wr_net_conn *c, const char *host,
     return;
   }
   wr_conn_set_timer(c, WR_CONNECT_TIMEOUT_MS);
-  if (wr_resolve_start(c->n, host, on_resolved, c, &c->resolve, &err) < 0)
+  if (wr_resolve_start(c->n, c->sb, host, AF_UNSPEC, on_resolved, c,
+                       &c->resolve, &err) < 0)
     wr_conn_refuse(c, 502, NULL, err.msg);
 }
 

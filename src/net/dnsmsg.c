@@ -3,9 +3,12 @@
  * the sandbox, so hostile) and build the reply (RFC 1035, 4.1).
  *
  * Only what a stub resolver sends is understood: a standard query with one
- * question whose name is plain host-name labels. A query never needs
- * compression, so a pointer in its question is an error rather than
- * something to follow. Replies are at most WR_DNS_MAX bytes (no EDNS).
+ * question whose name is plain host-name labels, and an EDNS0 OPT record
+ * (RFC 6891) right after it. A query never needs compression, so a
+ * pointer in its question is an error rather than something to follow.
+ * A UDP reply fits 512 bytes, or the size the client's OPT advertises up
+ * to WR_DNS_EDNS_MAX; what does not fit is left out and the reply says TC,
+ * so the client asks again over TCP (2-byte length framing, RFC 7766).
  */
 #include "common/common.h"
 #include "net/net_internal.h"
@@ -13,6 +16,7 @@
 #define DNS_HEADER 12
 #define DNS_QR 0x8000
 #define DNS_OPCODE 0x7800
+#define DNS_TC 0x0200
 #define DNS_RD 0x0100
 #define DNS_RA 0x0080
 #define DNS_RCODE 0x000f
@@ -23,6 +27,11 @@
 /* Name pointer, type, class, TTL and data length. */
 #define DNS_RR_FIXED 12
 #define DNS_PTR_QNAME 0xc00c
+/* An OPT record: root name, type, UDP size, extended rcode, version,
+ * flags, data length (RFC 6891, 6.1.2). */
+#define DNS_TYPE_OPT 41
+#define DNS_OPT_FIXED 11
+#define DNS_UDP_MIN 512
 
 static uint16_t get16(const uint8_t *p) {
   return (uint16_t)(p[0] << 8 | p[1]);
@@ -75,6 +84,26 @@ static bool read_name(const uint8_t *msg, size_t len, size_t *off,
   return true;
 }
 
+/* An OPT record right after the question, if the query has one there
+ * and nothing in its answer or authority sections. Returns 0, or FORMERR
+ * or BADVERS. */
+static int read_opt(const uint8_t *msg, size_t len, struct wr_dns_query *q) {
+  size_t off = q->question_end;
+
+  if (get16(msg + 10) == 0 || get16(msg + 6) != 0 || get16(msg + 8) != 0)
+    return 0;
+  if (len - off < DNS_OPT_FIXED || msg[off] != 0 ||
+      get16(msg + off + 1) != DNS_TYPE_OPT)
+    return 0;
+  if (get16(msg + off + 9) > len - off - DNS_OPT_FIXED)
+    return WR_DNS_FORMERR;
+  q->edns = true;
+  q->udp_size = get16(msg + off + 3);
+  if (msg[off + 6] != 0)
+    return WR_DNS_BADVERS;
+  return 0;
+}
+
 int wr_dns_parse_query(const uint8_t *msg, size_t len, struct wr_dns_query *q) {
   size_t off = DNS_HEADER;
 
@@ -96,15 +125,36 @@ int wr_dns_parse_query(const uint8_t *msg, size_t len, struct wr_dns_query *q) {
   q->qtype = get16(msg + off);
   q->qclass = get16(msg + off + 2);
   q->question_end = off + 4;
-  return 0;
+  return read_opt(msg, len, q);
+}
+
+size_t wr_dns_udp_limit(const struct wr_dns_query *q) {
+  if (!q->edns || q->udp_size <= DNS_UDP_MIN)
+    return DNS_UDP_MIN;
+  return WR_MIN((size_t)q->udp_size, (size_t)WR_DNS_EDNS_MAX);
+}
+
+int wr_dns_tcp_frame(const uint8_t *buf, size_t len, size_t *msg_len) {
+  size_t l;
+
+  if (len < 2)
+    return 0;
+  l = get16(buf);
+  if (l < DNS_HEADER || l > WR_DNS_TCP_QUERY_MAX)
+    return -1;
+  if (len - 2 < l)
+    return 0;
+  *msg_len = l;
+  return 1;
 }
 
 /* Answer records for the addresses of the asked family that fit between
- * *len and cap; returns how many were written. */
+ * *len and cap; returns how many were written, *truncated when one did not
+ * fit. */
 static uint16_t put_answers(const struct wr_dns_query *q,
                             const struct wr_net_addr *addrs, size_t naddrs,
-                            uint32_t ttl, uint8_t *out, size_t *len,
-                            size_t cap) {
+                            uint32_t ttl, uint8_t *out, size_t *len, size_t cap,
+                            bool *truncated) {
   int family = q->qtype == WR_DNS_A      ? AF_INET
                : q->qtype == WR_DNS_AAAA ? AF_INET6
                                          : AF_UNSPEC;
@@ -117,8 +167,10 @@ static uint16_t put_answers(const struct wr_dns_query *q,
     uint8_t *rr = out + *len;
     if (addrs[i].family != family)
       continue;
-    if (cap - *len < DNS_RR_FIXED + alen)
+    if (cap - *len < DNS_RR_FIXED + alen) {
+      *truncated = true;
       break;
+    }
     put16(rr, DNS_PTR_QNAME);
     put16(rr + 2, q->qtype);
     put16(rr + 4, DNS_CLASS_IN);
@@ -131,30 +183,49 @@ static uint16_t put_answers(const struct wr_dns_query *q,
   return count;
 }
 
+/* Our OPT record: the size we accept, and the upper bits of rcode. */
+static void put_opt(uint8_t *rr, int rcode) {
+  rr[0] = 0;
+  put16(rr + 1, DNS_TYPE_OPT);
+  put16(rr + 3, WR_DNS_EDNS_MAX);
+  rr[5] = (uint8_t)((unsigned)rcode >> 4);
+  rr[6] = 0;
+  put16(rr + 7, 0);
+  put16(rr + 9, 0);
+}
+
 size_t wr_dns_build_reply(const struct wr_dns_query *q, const uint8_t *msg,
                           int rcode, const struct wr_net_addr *addrs,
-                          size_t naddrs, uint32_t ttl, uint8_t *out,
-                          size_t outsize) {
-  size_t cap = WR_MIN(outsize, (size_t)WR_DNS_MAX), len = DNS_HEADER;
-  size_t qend = q->question_end;
-  bool question;
-  uint16_t ancount = 0;
+                          size_t naddrs, uint32_t ttl, size_t limit,
+                          uint8_t *out, size_t outsize) {
+  size_t cap = WR_MIN(WR_MIN(outsize, limit), (size_t)WR_DNS_REPLY_MAX);
+  size_t qend = q->question_end, len = DNS_HEADER;
+  bool question, truncated = false;
+  uint16_t ancount = 0, flags;
 
-  if (out == NULL || cap < DNS_HEADER)
+  if (out == NULL || cap < DNS_HEADER + (q->edns ? DNS_OPT_FIXED : 0))
     return 0;
+  if (q->edns)
+    cap -= DNS_OPT_FIXED; /* room kept for the OPT record */
   question = msg != NULL && qend > DNS_HEADER &&
              qend <= DNS_HEADER + DNS_NAME_WIRE_MAX + 4 && qend <= cap;
   memset(out, 0, DNS_HEADER);
   put16(out, q->id);
-  put16(out + 2, (uint16_t)(DNS_QR | (q->flags & (DNS_OPCODE | DNS_RD)) |
-                            DNS_RA | ((unsigned)rcode & DNS_RCODE)));
   if (question) {
     memcpy(out + DNS_HEADER, msg + DNS_HEADER, qend - DNS_HEADER);
     len = qend;
     put16(out + 4, 1);
   }
   if (question && rcode == WR_DNS_NOERROR)
-    ancount = put_answers(q, addrs, naddrs, ttl, out, &len, cap);
+    ancount = put_answers(q, addrs, naddrs, ttl, out, &len, cap, &truncated);
+  flags = (uint16_t)(DNS_QR | (q->flags & (DNS_OPCODE | DNS_RD)) | DNS_RA |
+                     ((unsigned)rcode & DNS_RCODE));
+  put16(out + 2, truncated ? (uint16_t)(flags | DNS_TC) : flags);
   put16(out + 6, ancount);
+  if (q->edns) {
+    put_opt(out + len, rcode);
+    len += DNS_OPT_FIXED;
+    put16(out + 10, 1);
+  }
   return len;
 }

@@ -84,7 +84,11 @@ int wr_net_new(const struct wr_net_config *cfg, struct wr_net **out,
     wr_net_free(n);
     return -1;
   }
-  wr_resolve_init(n);
+  if (wr_resolve_init(n, cfg->resolvers, err) < 0) {
+    wr_error_wrap(err, "the resolver");
+    wr_net_free(n);
+    return -1;
+  }
   n->held_max = held_budget();
   *out = n;
   return 0;
@@ -266,6 +270,8 @@ static void detach_sb(struct wr_net_sb *sb) {
   close_sb_handle(sb, (uv_handle_t *)&sb->listen4, &sb->has4);
   close_sb_handle(sb, (uv_handle_t *)&sb->listen6, &sb->has6);
   close_sb_handle(sb, (uv_handle_t *)&sb->dns, &sb->has_dns);
+  close_sb_handle(sb, (uv_handle_t *)&sb->dns_tcp, &sb->has_dns_tcp);
+  wr_dns_close_all(sb);
   for (struct wr_net_conn *c = sb->conns; c != NULL; c = c->next)
     wr_conn_close(c);
   wr_icpt_cancel_all(sb);
@@ -378,9 +384,34 @@ static int dns_socket(struct wr_net_sb *sb, int given, wr_error_t *err) {
   return wr_dns_start(sb, err);
 }
 
+/* DNS over TCP. A sandbox started by an older warrend has no such
+ * listener (given -1 with the others given): it then has UDP only. */
+static int dns_tcp_socket(struct wr_net_sb *sb, const int *given,
+                          wr_error_t *err) {
+  int fd = given != NULL
+               ? given[WR_NET_LISTEN_DNS_TCP]
+               : bound_socket(sb, AF_INET, SOCK_STREAM, WR_DNS_PORT, err);
+  int rc;
+
+  if (given != NULL && fd < 0)
+    return 0;
+  if (fd < 0)
+    return -1;
+  uv_tcp_init(sb->n->loop, &sb->dns_tcp);
+  sb->dns_tcp.data = sb;
+  sb->has_dns_tcp = true;
+  sb->refs++;
+  rc = uv_tcp_open(&sb->dns_tcp, fd);
+  if (rc < 0) {
+    close(fd);
+    return wr_error_set(err, -rc, "open the DNS TCP listener");
+  }
+  return wr_dns_tcp_start(sb, err);
+}
+
 /* Close the listeners a failed attach did not take over. */
 static void close_given(const int *given, const bool *taken) {
-  for (int i = 0; given != NULL && i < 3; i++)
+  for (int i = 0; given != NULL && i < WR_NET_LISTENERS; i++)
     if (given[i] >= 0 && !taken[i])
       close(given[i]);
 }
@@ -388,9 +419,9 @@ static void close_given(const int *given, const bool *taken) {
 /* The sandbox joins the list only when every listener is up; on failure
  * what was opened is closed again through detach_sb. */
 int wr_net_attach(struct wr_net *n, const char *sandbox, int netns_fd,
-                  const int listen_fds[3], wr_error_t *err) {
+                  const int listen_fds[WR_NET_LISTENERS], wr_error_t *err) {
   struct wr_net_sb *sb;
-  bool taken[3] = {false, false, false};
+  bool taken[WR_NET_LISTENERS] = {false};
 
   if (n->shut || wr_net_sb_find(n, sandbox) != NULL) {
     close_given(listen_fds, taken);
@@ -416,7 +447,8 @@ int wr_net_attach(struct wr_net *n, const char *sandbox, int netns_fd,
                 listen_fds != NULL ? listen_fds[0] : -1, err) < 0 ||
       !(taken[1] = true) || listen_v6(sb, listen_fds, err) < 0 ||
       !(taken[2] = true) ||
-      dns_socket(sb, listen_fds != NULL ? listen_fds[2] : -1, err) < 0) {
+      dns_socket(sb, listen_fds != NULL ? listen_fds[2] : -1, err) < 0 ||
+      !(taken[3] = true) || dns_tcp_socket(sb, listen_fds, err) < 0) {
     close_given(listen_fds, taken);
     detach_sb(sb);
     return wr_error_wrap(err, "sandbox `%s`", sandbox);

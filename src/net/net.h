@@ -261,6 +261,8 @@ struct wr_net_config {
                               NULL (tests use a CA of their own) */
   const char *hosts_file;  /* static "ADDR NAME..." entries consulted before
                               the host's resolver, or NULL */
+  char *const *resolvers;  /* DNS servers "ADDR[:PORT]" (NULL-ended), or
+                              NULL for those of /etc/resolv.conf */
   wr_net_log_fn log;
   void *log_arg;
 };
@@ -282,25 +284,72 @@ void wr_net_set_policy(struct wr_net *n, struct wr_policy *p);
 void wr_net_set_secrets(struct wr_net *n, const struct wr_secret *s,
                         size_t count);
 
+/* The listeners a sandbox's network starts with, in this order. */
+enum {
+  WR_NET_LISTEN_PROXY4 = 0, /* TCP 127.0.0.1:3128 */
+  WR_NET_LISTEN_PROXY6,     /* TCP [::1]:3128; -1 when the host has no IPv6 */
+  WR_NET_LISTEN_DNS,        /* UDP 127.0.0.1:53 */
+  WR_NET_LISTEN_DNS_TCP,    /* TCP 127.0.0.1:53; -1 for a sandbox started
+                               by a warrend that made none */
+  WR_NET_LISTENERS
+};
+
 /* Start the proxy and DNS server of a sandbox. netns_fd (borrowed;
  * duplicated) is an fd of /proc/PID/ns/net, for port forwards. The
  * listening sockets were made inside that namespace before the sandbox's
- * first process (the runtime's WR_NET_* fds): TCP 127.0.0.1:3128, TCP
- * [::1]:3128 (-1 when the host has no IPv6) and UDP 127.0.0.1:53. They
+ * first process (the runtime's WR_NET_* fds, in the order above). They
  * are taken over (closed on failure too). With listen_fds NULL, the
  * engine binds them itself (tests); that fails if a port is taken. */
 int wr_net_attach(struct wr_net *n, const char *sandbox, int netns_fd,
-                  const int listen_fds[3], wr_error_t *err);
+                  const int listen_fds[WR_NET_LISTENERS], wr_error_t *err);
 /* Close the sandbox's listeners and connections. */
 void wr_net_detach(struct wr_net *n, const char *sandbox);
 
-/* Resolve a name as the proxy would (static entries, then the host's
- * resolver), on the threadpool; cb runs on the loop with the addresses
- * (naddrs 0 and err set on failure). */
+/* Resolve a name as the proxy would (static entries, then the cache and
+ * the DNS servers); cb runs later on the loop with the addresses (naddrs 0
+ * and err set on failure). */
 typedef void (*wr_net_resolve_fn)(void *arg, const struct wr_net_addr *addrs,
                                   size_t naddrs, const wr_error_t *err);
 int wr_net_resolve(struct wr_net *n, const char *host, wr_net_resolve_fn cb,
                    void *arg, wr_error_t *err);
+
+/* The resolver's counters since the engine started; index 0 is IPv4 (A),
+ * 1 IPv6 (AAAA). */
+struct wr_net_resolver_stats {
+  uint64_t queries[2];   /* upstream lookups started */
+  uint64_t hits[2];      /* answered from the cache */
+  uint64_t coalesced[2]; /* joined a lookup already in flight */
+  uint64_t failures[2];  /* lookups that failed (no such name, a server
+                            failure, a timeout; not "no address") */
+  uint64_t hosts;        /* answered by the hosts file */
+  uint64_t limited;      /* refused by the per-sandbox or host cap */
+  size_t entries;        /* in the cache now */
+  size_t inflight;       /* lookups in flight now */
+};
+void wr_net_resolver_stats(const struct wr_net *n,
+                           struct wr_net_resolver_stats *out);
+
+/* Addresses kept per name and family. */
+#define WR_NET_NAME_ADDRS 32
+
+/* What the cache holds for one name and family. */
+struct wr_net_cached {
+  bool answered; /* an answer (addresses or a failure) is held */
+  bool fresh;    /* and has not expired */
+  bool inflight; /* a lookup is in flight */
+  bool failed;
+  char error[96]; /* when failed */
+  struct wr_net_addr addrs[WR_NET_NAME_ADDRS];
+  size_t naddrs;
+  uint32_t ttl_s;       /* the TTL it is kept for, as clamped */
+  uint64_t age_ms;      /* since the answer came */
+  uint64_t ttl_left_ms; /* until it expires (0 once expired) */
+  uint64_t queries;     /* upstream lookups made for it */
+};
+/* The cache's entry for a normalised name and a family (AF_INET or
+ * AF_INET6); false when there is none. */
+bool wr_net_resolver_peek(const struct wr_net *n, const char *host, int family,
+                          struct wr_net_cached *out);
 
 /* Publish 127.0.0.1:port inside a sandbox on addr:host_port on the host
  * (addr NULL: 127.0.0.1). The listener stays while the publication exists,

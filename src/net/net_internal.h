@@ -32,7 +32,12 @@ enum wr_sniff wr_sniff_client(const uint8_t *data, size_t len,
 
 /* ---- DNS messages (dnsmsg.c) ------------------------------------------- */
 
-#define WR_DNS_MAX 512 /* UDP message size we answer with (no EDNS) */
+/* Replies over UDP fit 512 bytes, or what the client's EDNS0 OPT record
+ * advertises up to WR_DNS_EDNS_MAX (the size that avoids IP
+ * fragmentation); over TCP up to WR_DNS_REPLY_MAX. */
+#define WR_DNS_EDNS_MAX 1232
+#define WR_DNS_REPLY_MAX 4096
+#define WR_DNS_TCP_QUERY_MAX 1024 /* a query over TCP; longer ones close */
 
 enum {
   WR_DNS_NOERROR = 0,
@@ -41,6 +46,7 @@ enum {
   WR_DNS_NXDOMAIN = 3,
   WR_DNS_NOTIMP = 4,
   WR_DNS_REFUSED = 5,
+  WR_DNS_BADVERS = 16, /* extended: needs an OPT record to carry it */
 };
 enum { WR_DNS_A = 1, WR_DNS_AAAA = 28 };
 
@@ -50,22 +56,35 @@ struct wr_dns_query {
   char name[WR_HOST_MAX]; /* lower-case, no trailing dot; "" for the root */
   uint16_t qtype, qclass;
   size_t question_end; /* offset just past the first question */
+  bool edns;           /* the query has an OPT record: so does the reply */
+  uint16_t udp_size;   /* the UDP size it advertises */
 };
 
 /* Parse a query. Returns 0 when q is filled; a positive rcode (FORMERR,
- * NOTIMP) when the message is a query we can answer only with that error
- * (q->id and q->flags are then filled); -1 when it must be dropped (too
- * short, a response, not even a header). */
+ * NOTIMP, BADVERS) when the message is a query we can answer only with
+ * that error (q->id and q->flags are then filled, and q->edns when the
+ * error is about the OPT record); -1 when it must be dropped (too short, a
+ * response, not even a header). */
 int wr_dns_parse_query(const uint8_t *msg, size_t len, struct wr_dns_query *q);
+/* The largest UDP reply to q: 512, or its EDNS0 size up to
+ * WR_DNS_EDNS_MAX. */
+size_t wr_dns_udp_limit(const struct wr_dns_query *q);
 /* Build the reply to q (msg is the query, for its question section) with
  * rcode and, for NOERROR, an answer record per address of the family the
- * question asked for (A: AF_INET ones, AAAA: AF_INET6 ones). Returns the
- * length written to out (at most WR_DNS_MAX; answers that do not fit are
- * left out), or 0 if even the header does not fit. */
+ * question asked for (A: AF_INET ones, AAAA: AF_INET6 ones), each with
+ * ttl, and an OPT record when the query had one. Returns the length
+ * written to out (at most limit, outsize and WR_DNS_REPLY_MAX; answers
+ * that do not fit are left out and TC is set), or 0 if even the header
+ * does not fit. */
 size_t wr_dns_build_reply(const struct wr_dns_query *q, const uint8_t *msg,
                           int rcode, const struct wr_net_addr *addrs,
-                          size_t naddrs, uint32_t ttl, uint8_t *out,
-                          size_t outsize);
+                          size_t naddrs, uint32_t ttl, size_t limit,
+                          uint8_t *out, size_t outsize);
+/* A DNS message over TCP is its 2-byte length and the message. Of the
+ * first len bytes of buf: 1 and *msg_len when a whole message follows the
+ * length (at buf + 2), 0 when more bytes are needed, -1 when the length
+ * is below a header or above WR_DNS_TCP_QUERY_MAX. */
+int wr_dns_tcp_frame(const uint8_t *buf, size_t len, size_t *msg_len);
 
 /* ---- TLS (tls.c) -------------------------------------------------------- */
 
@@ -162,10 +181,30 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_HELD_PER_SANDBOX ((size_t)128 << 20)
 #define WR_HELD_FALLBACK ((size_t)512 << 20) /* without /proc's tcp_mem */
 #define WR_DNS_INFLIGHT 64                   /* per sandbox; dropped beyond */
-#define WR_DNS_TTL 60
-#define WR_RESOLVE_INFLIGHT 1024 /* getaddrinfo calls in the pool */
-#define WR_RESOLVE_ADDRS 16      /* addresses kept per name */
-#define WR_SELF_ADDRS_MS 10000   /* how long getifaddrs is trusted */
+#define WR_DNS_TCP_CONNS 16                  /* per sandbox; reset beyond */
+#define WR_DNS_TCP_PIPELINE 16           /* queries of one connection waiting */
+#define WR_DNS_TCP_QUEUE_MAX (64 * 1024) /* answers not yet read by it */
+#define WR_DNS_TCP_IDLE_MS 10000
+#define WR_RESOLVE_ADDRS 16 /* addresses a connection tries */
+/* The resolver (resolve.c). A slow server gets WR_RESOLVE_TRIES tries of
+ * WR_RESOLVE_TRY_MS, c-ares doubling the wait each round (1 + 2 + 4 s for
+ * one server); a lookup ends by WR_RESOLVE_WAIT_MS whatever the servers
+ * do, which leaves room to dial within WR_CONNECT_TIMEOUT_MS. */
+#define WR_RESOLVE_TRY_MS 1000
+#define WR_RESOLVE_TRIES 3
+#define WR_RESOLVE_WAIT_MS 7500
+/* Both families asked: once one has addresses, the other gets this much
+ * longer (a server that never answers AAAA costs no more). */
+#define WR_RESOLVE_FAMILY_WAIT_MS 500
+#define WR_RESOLVE_TTL_MIN_S 5      /* answers are kept at least this long */
+#define WR_RESOLVE_TTL_MAX_S 300    /* and at most */
+#define WR_RESOLVE_NODATA_TTL_S 30  /* no address of that family */
+#define WR_RESOLVE_FAIL_TTL_MS 3000 /* NXDOMAIN, SERVFAIL, timeouts */
+#define WR_RESOLVE_CACHE_MAX 4096   /* (name, family) entries */
+#define WR_RESOLVE_INFLIGHT 1024    /* flights on the host */
+#define WR_RESOLVE_PER_SANDBOX 32   /* (name, family) flights per sandbox */
+#define WR_RESOLVE_NAME_ADDRS WR_NET_NAME_ADDRS /* per name and family */
+#define WR_SELF_ADDRS_MS 10000 /* how long getifaddrs is trusted */
 
 /* A proxy request head, parsed in place (head.c). The bytes stay in the
  * caller's buffer, which must not move or change while the head is in use;
@@ -219,18 +258,26 @@ int wr_proxy_body_feed(struct wr_proxy_head *h, const char *data, size_t len,
 
 /* A name resolution in flight (resolve.c). */
 struct wr_resolve_req;
-struct wr_hosts_entry;
 
-/* Resolve a normalised name: the hosts file, then getaddrinfo on the
- * threadpool. cb always runs later on the loop, never inside this call,
- * unless the request is cancelled first. On failure err->code is ENOENT
- * (no such name), ENODATA (no address), ECANCELED (shutting down) or
- * another errno. *out (may be NULL) is for wr_resolve_cancel. */
-int wr_resolve_start(struct wr_net *n, const char *host, wr_net_resolve_fn cb,
-                     void *arg, struct wr_resolve_req **out, wr_error_t *err);
+struct wr_resolver;
+struct wr_net_sb;
+
+/* Resolve a normalised name for sb (NULL: for the host, such as `policy
+ * check`): the hosts file, then the cache and c-ares. family is AF_INET,
+ * AF_INET6 or AF_UNSPEC (both; IPv4 addresses first). cb always runs later
+ * on the loop, never inside this call, unless the request is cancelled
+ * first. On failure err->code is ENOENT (no such name), ENODATA (no
+ * address), ETIMEDOUT, EAGAIN (the sandbox has WR_RESOLVE_PER_SANDBOX
+ * lookups in flight), ECANCELED (shutting down) or another errno. *out
+ * (may be NULL) is for wr_resolve_cancel. The request holds a reference to
+ * sb until it is delivered. */
+int wr_resolve_start(struct wr_net *n, struct wr_net_sb *sb, const char *host,
+                     int family, wr_net_resolve_fn cb, void *arg,
+                     struct wr_resolve_req **out, wr_error_t *err);
 /* The callback will not run; the request frees itself. */
 void wr_resolve_cancel(struct wr_resolve_req *r);
-void wr_resolve_init(struct wr_net *n);
+/* servers: "ADDR[:PORT]" strings (NULL-ended) or NULL for resolv.conf. */
+int wr_resolve_init(struct wr_net *n, char *const *servers, wr_error_t *err);
 /* Deliver what is queued (as cancelled) and close the resolver's timer. */
 void wr_resolve_shutdown(struct wr_net *n);
 void wr_resolve_free(struct wr_net *n);
@@ -241,6 +288,8 @@ struct wr_held {
   size_t all, kernel;
 };
 
+struct dns_tcp;
+
 /* A sandbox attached to the engine (net.c). */
 struct wr_net_sb {
   struct wr_net *n;
@@ -248,12 +297,16 @@ struct wr_net_sb {
   int netns_fd;
   uv_tcp_t listen4, listen6;
   uv_udp_t dns;
-  bool has4, has6, has_dns; /* which handles were initialised */
+  uv_tcp_t dns_tcp;
+  bool has4, has6, has_dns, has_dns_tcp; /* which handles were initialised */
   int refs; /* attached + open handles + connections + queries */
   bool detached;
   size_t nconns; /* egress connections, for the per-sandbox cap */
   size_t held;   /* bytes its connections hold (held.c) */
   size_t dns_inflight;
+  struct dns_tcp *dns_tcps; /* DNS clients over TCP (dns.c) */
+  size_t dns_nconns;
+  size_t resolving; /* (name, family) flights it waits on (resolve.c) */
   struct wr_net_conn *conns; /* every connection, egress and published */
   struct wr_net_icpt *icpts; /* intercepted connections (connect.c) */
   struct wr_net_sb *prev, *next;
@@ -292,17 +345,7 @@ struct wr_net {
   /* Kernel buffer bytes held for all sandboxes, and the budget (held.c) */
   size_t held_kernel, held_max;
   bool shut;
-  /* resolve.c */
-  struct wr_hosts_entry *hosts;
-  size_t nhosts;
-  bool hosts_known;
-  struct timespec hosts_mtime;
-  ino_t hosts_ino;
-  off_t hosts_size;
-  uv_timer_t deliver;
-  bool deliver_open;
-  struct wr_resolve_req *ready, *ready_tail;
-  size_t resolving;
+  struct wr_resolver *resolver; /* resolve.c */
   /* connect.c: this host's own addresses */
   struct wr_net_addr *self;
   size_t nself;
@@ -547,7 +590,10 @@ void wr_proxy_sniff_timer(struct wr_net_conn *c);
 /* Upstream is connected: answer the client, send what is held, relay. */
 void wr_proxy_connected(struct wr_net_conn *c);
 
-/* The DNS server (dns.c). */
+/* The DNS server (dns.c): UDP on sb->dns, TCP on sb->dns_tcp. */
 int wr_dns_start(struct wr_net_sb *sb, wr_error_t *err);
+int wr_dns_tcp_start(struct wr_net_sb *sb, wr_error_t *err);
+/* Close the sandbox's DNS clients over TCP (detach). */
+void wr_dns_close_all(struct wr_net_sb *sb);
 
 #endif

@@ -18,7 +18,7 @@
  *    127.0.0.1:53; everything else that is not loopback (other UDP, ICMP,
  *    raw) is dropped. Loopback traffic is untouched.
  *  - The proxy's and DNS server's listening sockets, bound before any
- *    sandbox process exists. warren-init holds them (fds 6-8) for as long
+ *    sandbox process exists. warren-init holds them (fds 6-9) for as long
  *    as the sandbox runs: warrend takes copies with pidfd_getfd, after a
  *    start and again after a restart of its own, so a sandbox process can
  *    never bind those ports first, not even while warrend is down.
@@ -201,6 +201,8 @@ static int listen_all(int fds[WR_NET_NFDS], const char **step) {
                          "listen on [::1]:3128"},
       [WR_NET_DNS4] = {AF_INET, SOCK_DGRAM, WR_NET_DNS_PORT,
                        "listen on 127.0.0.1:53"},
+      [WR_NET_DNS4_TCP] = {AF_INET, SOCK_STREAM, WR_NET_DNS_PORT,
+                           "listen on 127.0.0.1:53 (TCP)"},
   };
 
   for (int i = 0; i < WR_NET_NFDS; i++) {
@@ -212,6 +214,19 @@ static int listen_all(int fds[WR_NET_NFDS], const char **step) {
     }
   }
   return 0;
+}
+
+/* A listening TCP socket on port 53. */
+static bool is_dns_listener(int fd) {
+  struct sockaddr_in in;
+  socklen_t len = sizeof(in);
+  int listening = 0;
+  socklen_t llen = sizeof(listening);
+
+  return fd >= 0 &&
+         getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &llen) == 0 &&
+         listening && getsockname(fd, (struct sockaddr *)&in, &len) == 0 &&
+         in.sin_family == AF_INET && ntohs(in.sin_port) == WR_NET_DNS_PORT;
 }
 
 int wr_rt_net_fds(const struct wr_rt_instance *inst, int fds[WR_NET_NFDS],
@@ -230,6 +245,12 @@ int wr_rt_net_fds(const struct wr_rt_instance *inst, int fds[WR_NET_NFDS],
       if (i == WR_NET_PROXY6)
         continue;
       errno = ENOTSOCK;
+    }
+    /* An init an older warrend started holds no DNS TCP listener, and
+     * may hold something else in its place. */
+    if (i == WR_NET_DNS4_TCP && !is_dns_listener(fds[i])) {
+      wr_closep(&fds[i]);
+      continue;
     }
     if (fds[i] < 0) {
       int e = errno;

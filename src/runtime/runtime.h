@@ -173,6 +173,8 @@ enum {
   WR_NET_PROXY4 = 0, /* TCP 127.0.0.1:3128 */
   WR_NET_PROXY6,     /* TCP [::1]:3128; -1 when the host has no IPv6 */
   WR_NET_DNS4,       /* UDP 127.0.0.1:53 */
+  WR_NET_DNS4_TCP,   /* TCP 127.0.0.1:53; -1 in a sandbox an older warrend
+                        started */
   WR_NET_NFDS
 };
 /* Copies of those listeners (pidfd_getfd on init), caller owns them. */

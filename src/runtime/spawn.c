@@ -269,7 +269,7 @@ static void setup_root(const struct child_ctx *c) {
 }
 
 /* Put the fds warren-init expects in place (0 /dev/null, 1-2 the log, 3
- * control, 4 seccomp, 5 userns, 6-8 warrend's listeners, which it only
+ * control, 4 seccomp, 5 userns, 6-9 warrend's listeners, which it only
  * holds) and mark every other one close-on-exec. */
 static void setup_fds(const struct child_ctx *c) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);

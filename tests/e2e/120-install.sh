@@ -105,7 +105,7 @@ test_vite_react_ts_installs_builds_and_serves() {
 
   # Hundreds of connections, a handful of upstream queries for the name.
   queries=$("$WARREN" policy check network "$reg_host:443" --json |
-    jq '.resolver.queries // empty')
+    jq '.cache.queries // empty')
   [ -n "$queries" ] || fail "policy check shows no resolver counts"
   [ "$queries" -le 8 ] ||
     fail "$queries upstream DNS queries for $reg_host: the cache should answer most"

@@ -113,7 +113,8 @@ import socket
 for opt in [None, socket.SO_REUSEADDR, socket.SO_REUSEPORT]:
     for fam, typ, addr in [(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 3128)),
                            (socket.AF_INET6, socket.SOCK_STREAM, ("::1", 3128)),
-                           (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 53))]:
+                           (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 53)),
+                           (socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 53))]:
         s = socket.socket(fam, typ)
         if opt is not None:
             s.setsockopt(socket.SOL_SOCKET, opt, 1)
@@ -123,9 +124,10 @@ for opt in [None, socket.SO_REUSEADDR, socket.SO_REUSEPORT]:
             print(addr[1], e.errno)
 ' 2>&1)
   # EADDRINUSE (98) every time, sharing options or not: warrend bound them
-  # before the first process ran, without SO_REUSEADDR on the UDP one
-  # (which would let a second UDP socket share the port).
-  assert_eq "$(for _ in 1 2 3; do printf '3128 98\n3128 98\n53 98\n'; done)" \
+  # (the DNS port over UDP and TCP) before the first process ran, without
+  # SO_REUSEADDR on the UDP one (which would let a second UDP socket share
+  # the port).
+  assert_eq "$(for _ in 1 2 3; do printf '3128 98\n3128 98\n53 98\n53 98\n'; done)" \
     "$out" "the proxy and DNS ports are warrend's"
 }
 

@@ -1243,7 +1243,6 @@ static size_t make_query(uint8_t *out, uint16_t id, uint16_t flags,
   out[2] = (uint8_t)(flags >> 8);
   out[3] = (uint8_t)flags;
   out[5] = (uint8_t)qdcount;
-  out[11] = 1; /* an OPT record follows; it is ignored */
   while (*name != '\0') {
     const char *dot = strchr(name, '.');
     size_t len = dot ? (size_t)(dot - name) : strlen(name);
@@ -1257,8 +1256,7 @@ static size_t make_query(uint8_t *out, uint16_t id, uint16_t flags,
   out[n++] = (uint8_t)qtype;
   out[n++] = 0;
   out[n++] = 1;
-  memcpy(out + n, "\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00", 11);
-  return n + 11;
+  return n;
 }
 
 static uint16_t be16(const uint8_t *p) {
@@ -1354,7 +1352,7 @@ static void test_dns_reply(void **state) {
   (void)state;
 
   assert_int_equal(wr_dns_parse_query(msg, n, &q), 0);
-  r = wr_dns_build_reply(&q, msg, WR_DNS_NOERROR, addrs, 3, 60, out,
+  r = wr_dns_build_reply(&q, msg, WR_DNS_NOERROR, addrs, 3, 60, 512, out,
                          sizeof(out));
   assert_int_equal(r, q.question_end + 2 * 16);
   assert_int_equal(be16(out), 0x1234);
@@ -1385,12 +1383,12 @@ static void test_dns_reply_aaaa_and_errors(void **state) {
   (void)state;
 
   assert_int_equal(wr_dns_parse_query(msg, n, &q), 0);
-  r = wr_dns_build_reply(&q, msg, WR_DNS_NOERROR, addrs, 2, 5, out,
+  r = wr_dns_build_reply(&q, msg, WR_DNS_NOERROR, addrs, 2, 5, 512, out,
                          sizeof(out));
   assert_int_equal(r, q.question_end + 28);
   assert_int_equal(be16(out + 2), 0x8080); /* RD was not set */
   assert_memory_equal(out + q.question_end + 12, addrs[1].bytes, 16);
-  r = wr_dns_build_reply(&q, msg, WR_DNS_NXDOMAIN, addrs, 2, 5, out,
+  r = wr_dns_build_reply(&q, msg, WR_DNS_NXDOMAIN, addrs, 2, 5, 512, out,
                          sizeof(out));
   assert_int_equal(r, q.question_end);
   assert_int_equal(be16(out + 2), 0x8083);
@@ -1398,7 +1396,8 @@ static void test_dns_reply_aaaa_and_errors(void **state) {
   /* A FORMERR for a broken question: the header alone. */
   n = make_query(msg, 9, 0x0100, 2, "example.com", 1);
   assert_int_equal(wr_dns_parse_query(msg, n, &q), WR_DNS_FORMERR);
-  r = wr_dns_build_reply(&q, msg, WR_DNS_FORMERR, NULL, 0, 0, out, sizeof(out));
+  r = wr_dns_build_reply(&q, msg, WR_DNS_FORMERR, NULL, 0, 0, 512, out,
+                         sizeof(out));
   assert_int_equal(r, 12);
   assert_int_equal(be16(out), 9);
   assert_int_equal(be16(out + 2), 0x8181);
@@ -1406,7 +1405,8 @@ static void test_dns_reply_aaaa_and_errors(void **state) {
   /* NOTIMP keeps the opcode. */
   n = make_query(msg, 9, 0x2800, 1, "example.com", 1);
   assert_int_equal(wr_dns_parse_query(msg, n, &q), WR_DNS_NOTIMP);
-  r = wr_dns_build_reply(&q, msg, WR_DNS_NOTIMP, NULL, 0, 0, out, sizeof(out));
+  r = wr_dns_build_reply(&q, msg, WR_DNS_NOTIMP, NULL, 0, 0, 512, out,
+                         sizeof(out));
   assert_int_equal(r, 12);
   assert_int_equal(be16(out + 2), 0xa884);
 }
@@ -1421,20 +1421,102 @@ static void test_dns_reply_bounds(void **state) {
   for (size_t i = 0; i < 64; i++)
     addrs[i] = ip("192.0.2.1");
   assert_int_equal(wr_dns_parse_query(msg, n, &q), 0);
-  assert_int_equal(wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, out, 11), 0);
+  assert_int_equal(wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, 512, out, 11),
+                   0);
   memset(out, 0xaa, sizeof(out));
-  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, out, 12);
+  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, 512, out, 12);
   assert_int_equal(r, 12);
   assert_int_equal(be16(out + 4), 0);
   assert_int_equal(out[12], 0xaa);
-  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, out,
+  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, 512, out,
                          q.question_end + 16 + 15);
   assert_int_equal(r, q.question_end + 16);
   assert_int_equal(be16(out + 6), 1);
   assert_int_equal(out[r], 0xaa);
-  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, out, sizeof(out));
-  assert_true(r <= WR_DNS_MAX);
-  assert_int_equal(be16(out + 6), (WR_DNS_MAX - q.question_end) / 16);
+  /* A reply that does not fit says TC, so the client asks over TCP. */
+  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 1, 512, out, sizeof(out));
+  assert_true(r <= 512);
+  assert_int_equal(be16(out + 6), (512 - q.question_end) / 16);
+  assert_int_equal(be16(out + 2), 0x8380);
+}
+
+/* A query with an OPT record after its question (RFC 6891). */
+static size_t add_opt(uint8_t *msg, size_t n, uint16_t size, uint8_t version,
+                      uint16_t rdlen) {
+  uint8_t *o = msg + n;
+
+  o[0] = 0;
+  o[1] = 0, o[2] = 41;
+  o[3] = (uint8_t)(size >> 8), o[4] = (uint8_t)size;
+  o[5] = 0, o[6] = version, o[7] = 0, o[8] = 0;
+  o[9] = (uint8_t)(rdlen >> 8), o[10] = (uint8_t)rdlen;
+  memset(o + 11, 0, rdlen);
+  msg[11] = 1; /* ARCOUNT */
+  return n + 11 + rdlen;
+}
+
+static void test_dns_edns(void **state) {
+  struct wr_net_addr addrs[64];
+  uint8_t msg[600], out[WR_DNS_REPLY_MAX];
+  struct wr_dns_query q;
+  size_t n = make_query(msg, 1, 0x0100, 1, "example.com", 1), r;
+  (void)state;
+
+  for (size_t i = 0; i < 64; i++)
+    addrs[i] = ip("192.0.2.1");
+  n = add_opt(msg, n, 4096, 0, 4);
+  assert_int_equal(wr_dns_parse_query(msg, n, &q), 0);
+  assert_true(q.edns);
+  /* The advertised size is honoured up to WR_DNS_EDNS_MAX. */
+  assert_int_equal(wr_dns_udp_limit(&q), WR_DNS_EDNS_MAX);
+  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 7, wr_dns_udp_limit(&q), out,
+                         sizeof(out));
+  assert_int_equal(r, q.question_end + 64 * 16 + 11);
+  assert_int_equal(be16(out + 2), 0x8180);
+  assert_int_equal(be16(out + 6), 64);
+  assert_int_equal(be16(out + 10), 1); /* our OPT */
+  assert_int_equal(out[r - 11], 0);
+  assert_int_equal(be16(out + r - 10), 41);
+  assert_int_equal(be16(out + r - 8), WR_DNS_EDNS_MAX);
+  /* A small size is 512; what does not fit is cut and says TC. */
+  n = make_query(msg, 1, 0x0100, 1, "example.com", 1);
+  n = add_opt(msg, n, 100, 0, 0);
+  assert_int_equal(wr_dns_parse_query(msg, n, &q), 0);
+  assert_int_equal(wr_dns_udp_limit(&q), 512);
+  r = wr_dns_build_reply(&q, msg, 0, addrs, 64, 7, 512, out, sizeof(out));
+  assert_true(r <= 512);
+  assert_int_equal(be16(out + 2), 0x8380);
+  assert_int_equal(be16(out + 10), 1);
+  /* An unknown EDNS version: BADVERS, carried in the OPT record. */
+  n = make_query(msg, 1, 0x0100, 1, "example.com", 1);
+  n = add_opt(msg, n, 1232, 1, 0);
+  assert_int_equal(wr_dns_parse_query(msg, n, &q), WR_DNS_BADVERS);
+  r = wr_dns_build_reply(&q, msg, WR_DNS_BADVERS, NULL, 0, 0, 512, out,
+                         sizeof(out));
+  assert_int_equal(be16(out + 2) & 0xf, 0);
+  assert_int_equal(out[r - 6], 1); /* extended rcode 16 >> 4 */
+  /* An OPT record whose data runs past the message. */
+  n = make_query(msg, 1, 0x0100, 1, "example.com", 1);
+  n = add_opt(msg, n, 1232, 0, 8) - 4;
+  assert_int_equal(wr_dns_parse_query(msg, n, &q), WR_DNS_FORMERR);
+}
+
+static void test_dns_tcp_frame(void **state) {
+  uint8_t buf[2 + WR_DNS_TCP_QUERY_MAX + 1] = {0};
+  size_t len = 0;
+  (void)state;
+
+  assert_int_equal(wr_dns_tcp_frame(buf, 1, &len), 0);
+  buf[1] = 29;
+  assert_int_equal(wr_dns_tcp_frame(buf, 2, &len), 0);
+  assert_int_equal(wr_dns_tcp_frame(buf, 30, &len), 0);
+  assert_int_equal(wr_dns_tcp_frame(buf, 31, &len), 1);
+  assert_int_equal(len, 29);
+  buf[1] = 11; /* shorter than a header */
+  assert_int_equal(wr_dns_tcp_frame(buf, 40, &len), -1);
+  buf[0] = (uint8_t)((WR_DNS_TCP_QUERY_MAX + 1) >> 8);
+  buf[1] = (uint8_t)(WR_DNS_TCP_QUERY_MAX + 1);
+  assert_int_equal(wr_dns_tcp_frame(buf, sizeof(buf), &len), -1);
 }
 
 /* ---- held buffers (held.c) --------------------------------------------- */
@@ -1570,6 +1652,8 @@ int main(void) {
       cmocka_unit_test(test_dns_reply),
       cmocka_unit_test(test_dns_reply_aaaa_and_errors),
       cmocka_unit_test(test_dns_reply_bounds),
+      cmocka_unit_test(test_dns_edns),
+      cmocka_unit_test(test_dns_tcp_frame),
       cmocka_unit_test(test_held_budget),
       cmocka_unit_test(test_held_pipes),
       cmocka_unit_test(test_held_connections),
