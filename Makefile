@@ -9,7 +9,7 @@ CLANG   ?= clang
 BUILD   ?= build
 PREFIX  ?= /usr/local
 
-PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl
+PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl libnftables
 WARN    := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g

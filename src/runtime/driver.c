@@ -60,7 +60,6 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   rt->sandboxes_dir = xasprintf("%s/sandboxes", cfg->root);
   rt->mkfs_path = wr_disk_find_mkfs();
   rt->loop_ok = wr_disk_supported();
-  rt->nft_path = wr_netns_find_nft();
   if (sched_getaffinity(0, sizeof(rt->cpus), &rt->cpus) < 0)
     CPU_ZERO(&rt->cpus);
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
@@ -68,8 +67,7 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
       wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
                      err) < 0 ||
-      wr_netns_pool_new(rt->nft_path, cfg->netns_pool, &rt->netns_pool, err) <
-          0) {
+      wr_netns_pool_new(cfg->netns_pool, &rt->netns_pool, err) < 0) {
     wr_rt_free(rt);
     return -1;
   }
@@ -89,7 +87,6 @@ void wr_rt_free(struct wr_runtime *rt) {
   free(rt->sandboxes_dir);
   free(rt->mkfs_path);
   wr_netns_pool_free(rt->netns_pool);
-  free(rt->nft_path);
   wr_view_free(rt->view);
   free(rt);
 }
