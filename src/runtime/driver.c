@@ -307,7 +307,7 @@ static int save_baseline(const struct wr_runtime *rt,
 }
 
 /* Mount the root with an id-mapped image and write the files that name the
- * sandbox. */
+ * sandbox; returns the root (wr_rt_open_root's fd). */
 static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                       int userns, wr_error_t *err) {
   _cleanup_close_ int rootfd = -1;
@@ -318,15 +318,16 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
       seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
-  return 0;
+  return steal_fd(&rootfd);
 }
 
 int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err) {
-  _cleanup_close_ int userns = -1;
+  _cleanup_close_ int userns = -1, rootfd = -1;
 
   if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-      prepare_in(rt, spec, userns, err) < 0 || save_baseline(rt, spec, err) < 0)
+      (rootfd = prepare_in(rt, spec, userns, err)) < 0 ||
+      save_baseline(rt, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
 }
@@ -501,7 +502,7 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   a.netns = &netns;
   lxcfs = view_args(rt, spec, &a);
   memset(inst, 0, sizeof(*inst));
-  inst->pidfd = inst->ctl = -1;
+  inst->pidfd = inst->ctl = inst->rootfd = -1;
   r = open_start_fds(rt, spec, dir, &f, err);
   if (r == 0)
     r = wr_netns_take(rt->netns_pool, &netns, err);
@@ -543,7 +544,10 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
       (rootfd = wr_rt_open_root(rt, spec, err)) < 0 ||
       seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "start sandbox `%s`", spec->id);
-  return start_in(rt, spec, userns, inst, err);
+  if (start_in(rt, spec, userns, inst, err) < 0)
+    return -1;
+  inst->rootfd = steal_fd(&rootfd);
+  return 0;
 }
 
 /* The workspace's baseline on a thread of its own, while init starts. */
@@ -568,7 +572,7 @@ static void *baseline_thread(void *arg) {
  * sandbox's code ran. */
 int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                  struct wr_rt_instance *inst, wr_error_t *err) {
-  _cleanup_close_ int userns = -1;
+  _cleanup_close_ int userns = -1, rootfd = -1;
   struct baseline_job b = {.rt = rt, .spec = spec};
   pthread_t thread;
   bool walking = false;
@@ -576,7 +580,7 @@ int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
 
   if (wr_userns_create(spec->slot, &userns, err) < 0)
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
-  if (prepare_in(rt, spec, userns, err) < 0)
+  if ((rootfd = prepare_in(rt, spec, userns, err)) < 0)
     return -1;
   if (spec->ws_path != NULL && !spec->ws_clone)
     walking = pthread_create(&thread, NULL, baseline_thread, &b) == 0;
@@ -593,6 +597,8 @@ int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     *err = b.err;
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
   }
+  if (r == 0)
+    inst->rootfd = steal_fd(&rootfd);
   return r;
 }
 
@@ -656,7 +662,7 @@ int wr_rt_reattach(struct wr_runtime *rt, const char *id,
   socklen_t len = sizeof(cred);
 
   memset(inst, 0, sizeof(*inst));
-  inst->pidfd = inst->ctl = -1;
+  inst->pidfd = inst->ctl = inst->rootfd = -1;
   /* No HELLO here: a paused sandbox's init cannot answer until it is
    * thawed, but the kernel completes the connection and names the peer. */
   inst->ctl = connect_ctl(ctl, err);

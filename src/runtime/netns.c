@@ -16,9 +16,10 @@
  *    netlink socket and cache never serve another): every outgoing TCP
  *    connection to a non-loopback address is redirected to
  *    127.0.0.1:3128 / [::1]:3128, where warrend's proxy reads the
- *    original destination with SO_ORIGINAL_DST; UDP to port 53 goes to warrend's DNS server on
- *    127.0.0.1:53; everything else that is not loopback (other UDP, ICMP,
- *    raw) is dropped. Loopback traffic is untouched.
+ *    original destination with SO_ORIGINAL_DST; UDP to port 53 goes to
+ *    warrend's DNS server on 127.0.0.1:53; everything else that is not
+ *    loopback (other UDP, ICMP, raw) is dropped. Loopback traffic is
+ *    untouched.
  *  - The proxy's and DNS server's listening sockets, bound before any
  *    sandbox process exists. warren-init holds them (fds 6-8) for as long
  *    as the sandbox runs: warrend takes copies with pidfd_getfd, after a

@@ -119,6 +119,10 @@ struct wr_rt_instance {
   int pidfd;           /* pidfd of warren-init (owned) */
   int ctl;             /* connected control socket (owned) */
   uint64_t start_time; /* /proc/PID/stat start time, for pid reuse checks */
+  /* The merged root as wr_rt_open_root opens it (owned; -1 from
+   * wr_rt_reattach): create and start open it anyway, and a daemon that
+   * keeps it spares the first request a trip to a worker thread. */
+  int rootfd;
 };
 
 static inline uint32_t wr_rt_id_base(uint32_t slot) {
