@@ -37,6 +37,7 @@ struct wr_daemon_config {
   const char *hosts_file;    /* static name entries for the proxy's
                                 resolver, or NULL */
   unsigned netns_pool;       /* network namespaces kept ready */
+  bool cgroup_favor_dynmods; /* v1: cgroup moves without an RCU wait */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */
 };

@@ -48,6 +48,16 @@ static int load_init(const char *path, wr_error_t *err) {
   return fd;
 }
 
+static int favor_dynmods(struct wr_runtime *rt,
+                         const struct wr_runtime_config *cfg, wr_error_t *err) {
+  _cleanup_free_ char *dir = NULL;
+
+  if (!cfg->cgroup_favor_dynmods)
+    return 0;
+  dir = xasprintf("%s/cgroup-dynmods", cfg->root);
+  return wr_cgroup_favor_dynmods(&rt->cg, dir, err);
+}
+
 int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
               wr_error_t *err) {
   struct wr_runtime *rt = xcalloc(1, sizeof(*rt));
@@ -67,6 +77,7 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
       wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
                      err) < 0 ||
+      favor_dynmods(rt, cfg, err) < 0 ||
       wr_netns_pool_new(cfg->netns_pool, &rt->netns_pool, err) < 0) {
     wr_rt_free(rt);
     return -1;

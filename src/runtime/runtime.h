@@ -57,6 +57,8 @@ struct wr_runtime_config {
   enum wr_cgroup_mode cgroup_mode;
   const char *cgroup_v2_mount; /* where cgroup2 is mounted (auto if NULL) */
   unsigned netns_pool;         /* network namespaces kept ready (0: none) */
+  bool cgroup_favor_dynmods;   /* v1: moves without an RCU wait, host-wide
+                                  (see cgroup.c) */
 };
 
 struct wr_runtime;
