@@ -48,6 +48,8 @@ static int load_init(const char *path, wr_error_t *err) {
   return fd;
 }
 
+/* --cgroup-favor-dynmods: its hierarchy lives in the state root, like
+ * everything else warrend mounts (see wr_cgroup_favor_dynmods). */
 static int favor_dynmods(struct wr_runtime *rt,
                          const struct wr_runtime_config *cfg, wr_error_t *err) {
   _cleanup_free_ char *dir = NULL;
