@@ -3,12 +3,15 @@
  * figures DESIGN.md sets targets for.
  *
  *   wrbench [--socket PATH] [--image DIR] [--runs N] [--mass N]
- *           [--ws-files N]
+ *           [--ws-files N] [--cli PATH]
  *   wrbench net --sink ADDR:PORT [--pid PID] [--proxy ADDR:PORT] [--mib N]
  *               [--conns N] [--runs N] [--no-redirect]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
+ * - the same as a user types it, `warren create --name N` then
+ *   `warren exec N -- true` (with --cli, the warren binary; WARREN_HOST
+ *   names the daemon), vs the same bwrap;
  * - exec round trip in a running sandbox vs a host fork+exec of `true`;
  * - host memory per idle sandbox (MemAvailable before and after);
  * - creating N sandboxes one after another, then removing them;
@@ -56,6 +59,7 @@ extern char **environ;
 struct opts {
   const char *socket;
   const char *image;
+  const char *cli; /* the warren CLI, for the figure a user sees */
   int runs;
   int mass;
   int ws_files;
@@ -176,6 +180,23 @@ static int run(char *const argv[]) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Run argv with its stdout on /dev/null; returns the exit status. */
+static int run_quiet(char *const argv[]) {
+  posix_spawn_file_actions_t fa;
+  pid_t pid;
+  int status, r;
+
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (r != 0)
+    return -1;
+  while (waitpid(pid, &status, 0) < 0)
+    ;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 static void report(const char *what, double *v, int n, const char *peer,
                    double *pv, int pn) {
   double p50 = pct(v, n, 50), p99 = pct(v, n, 99);
@@ -211,6 +232,45 @@ static void bench_create_exec(const struct opts *o, wr_http_client_t *c) {
   }
   if (n > 0)
     report("create + first exec of true", v, n, "bwrap", pn ? pv : NULL, pn);
+  free(v);
+  free(pv);
+}
+
+/* The two commands a user types, each a new process that connects,
+ * asks and prints, as in a shell: `warren create --name N && warren exec
+ * N -- true`. */
+static int cli_create_exec(const struct opts *o, char *name) {
+  char *mk[] = {(char *)o->cli, "create", "--name", name, NULL};
+  char *ex[] = {(char *)o->cli, "exec", name, "--", "true", NULL};
+
+  return run_quiet(mk) == 0 && run_quiet(ex) == 0 ? 0 : -1;
+}
+
+static void bench_cli(const struct opts *o, wr_http_client_t *c) {
+  double *v = xcalloc((size_t)o->runs, sizeof(double));
+  double *pv = xcalloc((size_t)o->runs, sizeof(double));
+  char *bw[] = {"bwrap", "--unshare-all", "--ro-bind", (char *)o->image,
+                "/",     "--proc",        "/proc",     "--dev",
+                "/dev",  "true",          NULL};
+  int n = 0, pn = 0;
+
+  for (int i = 0; i < o->runs; i++) {
+    char name[32];
+    uint64_t t0;
+    snprintf(name, sizeof(name), "bench-cli-%d", i);
+    destroy(c, name);
+    t0 = wr_mono_ns();
+    if (cli_create_exec(o, name) == 0)
+      v[n++] = ms_since(t0);
+    destroy(c, name);
+    t0 = wr_mono_ns();
+    if (run(bw) == 0)
+      pv[pn++] = ms_since(t0);
+  }
+  if (n > 0)
+    report("CLI create + exec true", v, n, "bwrap", pn ? pv : NULL, pn);
+  else
+    fprintf(stderr, "wrbench: `%s create` and `exec` failed\n", o->cli);
   free(v);
   free(pv);
 }
@@ -961,10 +1021,15 @@ int main(int argc, char **argv) {
       {"runs", required_argument, NULL, 'r'},
       {"mass", required_argument, NULL, 'm'},
       {"ws-files", required_argument, NULL, 'w'},
+      {"cli", required_argument, NULL, 'c'},
       {NULL, 0, NULL, 0},
   };
   struct opts o = {"/run/warren/warrend.sock",
-                   "/var/lib/warren/images/base/rootfs", 30, 200, 5000};
+                   "/var/lib/warren/images/base/rootfs",
+                   NULL,
+                   30,
+                   200,
+                   5000};
   wr_http_client_t *c;
   int ch;
 
@@ -988,6 +1053,9 @@ int main(int argc, char **argv) {
     case 'w':
       o.ws_files = atoi(optarg);
       break;
+    case 'c':
+      o.cli = optarg;
+      break;
     default:
       return 2;
     }
@@ -998,6 +1066,8 @@ int main(int argc, char **argv) {
   printf("warren bench: %d runs, %d sandboxes for the mass test\n", o.runs,
          o.mass);
   bench_create_exec(&o, c);
+  if (o.cli != NULL)
+    bench_cli(&o, c);
   bench_workspace(&o, c);
   bench_exec(&o, c);
   bench_memory(&o, c);

@@ -217,6 +217,7 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
       .init_path = cfg->init_path,
       .cgroup_mode = cfg->cgroup_mode,
       .netns_pool = cfg->netns_pool,
+      .cgroup_favor_dynmods = cfg->cgroup_favor_dynmods,
   };
   _cleanup_free_ char *db = xasprintf("%s/warren.db", cfg->root);
 

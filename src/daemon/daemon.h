@@ -43,6 +43,7 @@ struct wr_daemon_config {
   char **resolvers;          /* DNS servers "ADDR[:PORT]" (NULL-ended), or
                                 NULL for /etc/resolv.conf's */
   unsigned netns_pool;       /* network namespaces kept ready */
+  bool cgroup_favor_dynmods; /* v1: cgroup moves without an RCU wait */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */
 };

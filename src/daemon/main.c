@@ -60,6 +60,12 @@ static const char usage[] =
     "                     IPv6 as [ADDR]:PORT; default port 53)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
+    "  --cgroup-favor-dynmods\n"
+    "                     cgroup v1: mount a hierarchy with favordynmods\n"
+    "                     (ROOT/cgroup-dynmods) so that a start does not\n"
+    "                     wait ~15 ms to enter its cgroups; forks and exits\n"
+    "                     cost the whole host a little more, and newer\n"
+    "                     kernels keep it so until reboot\n"
     "  --policy-log-max N the connection log keeps at most N entries in\n"
     "                     all, taking from the sandbox that holds most\n"
     "                     first (default 100000)\n"
@@ -199,6 +205,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"no-host-cas", no_argument, NULL, 'n'},
       {"resolver", required_argument, NULL, 'R'},
       {"netns-pool", required_argument, NULL, 'N'},
+      {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
       {"log-level", required_argument, NULL, 'L'},
@@ -258,6 +265,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'N':
       cfg->netns_pool = parse_pool(optarg);
+      break;
+    case 'F':
+      cfg->cgroup_favor_dynmods = true;
       break;
     case 'M':
       cfg->policy_log.max = parse_entries("--policy-log-max", optarg);

@@ -486,7 +486,7 @@ static struct sb_job *sb_job_new(struct wr_sandbox *sb, wr_http_req_t *req,
   j->job.fn = fn;
   j->job.done = done;
   j->job.arg = j;
-  j->inst.pidfd = j->inst.ctl = -1;
+  j->inst.pidfd = j->inst.ctl = j->inst.rootfd = -1;
   wr_sandbox_rt_spec(sb, &j->spec);
   j->trust = wr_network_trust(sb->d);
   sb->busy = what;
@@ -527,9 +527,13 @@ int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
 }
 
 /* Adopt a freshly started instance: its proxy and DNS server listen before
- * its first process runs. On failure kill it. */
+ * its first process runs. On failure kill it. The root the start opened
+ * becomes the sandbox's (see wr_sandbox_root_ready), unless it has one. */
 static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
                           wr_error_t *err) {
+  if (sb->rootfd < 0)
+    sb->rootfd = steal_fd(&inst->rootfd);
+  wr_closep(&inst->rootfd);
   if (wr_sandbox_net_up(sb, inst, err) < 0 ||
       wr_sandbox_attach(sb, inst, err) < 0) {
     wr_network_sandbox_down(sb);

@@ -77,6 +77,11 @@ extern const struct wr_cgroup_ops wr_cgroup_v2_ops;
 int wr_cgroup_init(struct wr_cgroup *cg, int force_version, const char *parent,
                    const char *v2_mount, wr_error_t *err);
 void wr_cgroup_fini(struct wr_cgroup *cg);
+/* v1: make moves into cgroups skip their RCU wait, host-wide, by mounting
+ * a named hierarchy with favordynmods at DIR (see cgroup.c); v2: nothing
+ * to do. */
+int wr_cgroup_favor_dynmods(const struct wr_cgroup *cg, const char *dir,
+                            wr_error_t *err);
 
 /*
  * Socket buffers on cgroup v1. The v1 memory controller charges a

@@ -48,6 +48,18 @@ static int load_init(const char *path, wr_error_t *err) {
   return fd;
 }
 
+/* --cgroup-favor-dynmods: its hierarchy lives in the state root, like
+ * everything else warrend mounts (see wr_cgroup_favor_dynmods). */
+static int favor_dynmods(struct wr_runtime *rt,
+                         const struct wr_runtime_config *cfg, wr_error_t *err) {
+  _cleanup_free_ char *dir = NULL;
+
+  if (!cfg->cgroup_favor_dynmods)
+    return 0;
+  dir = xasprintf("%s/cgroup-dynmods", cfg->root);
+  return wr_cgroup_favor_dynmods(&rt->cg, dir, err);
+}
+
 int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
               wr_error_t *err) {
   struct wr_runtime *rt = xcalloc(1, sizeof(*rt));
@@ -60,7 +72,6 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
   rt->sandboxes_dir = xasprintf("%s/sandboxes", cfg->root);
   rt->mkfs_path = wr_disk_find_mkfs();
   rt->loop_ok = wr_disk_supported();
-  rt->nft_path = wr_netns_find_nft();
   if (sched_getaffinity(0, sizeof(rt->cpus), &rt->cpus) < 0)
     CPU_ZERO(&rt->cpus);
   if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 ||
@@ -68,8 +79,8 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
       wr_seccomp_build(&rt->seccomp_progs, &rt->seccomp_len, err) < 0 ||
       wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
                      err) < 0 ||
-      wr_netns_pool_new(rt->nft_path, cfg->netns_pool, &rt->netns_pool, err) <
-          0) {
+      favor_dynmods(rt, cfg, err) < 0 ||
+      wr_netns_pool_new(cfg->netns_pool, &rt->netns_pool, err) < 0) {
     wr_rt_free(rt);
     return -1;
   }
@@ -89,7 +100,6 @@ void wr_rt_free(struct wr_runtime *rt) {
   free(rt->sandboxes_dir);
   free(rt->mkfs_path);
   wr_netns_pool_free(rt->netns_pool);
-  free(rt->nft_path);
   wr_view_free(rt->view);
   free(rt);
 }
@@ -321,7 +331,7 @@ static int save_baseline(const struct wr_runtime *rt,
 }
 
 /* Mount the root with an id-mapped image and write the files that name the
- * sandbox. */
+ * sandbox; returns the root (wr_rt_open_root's fd). */
 static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                       int userns, wr_error_t *err) {
   _cleanup_close_ int rootfd = -1;
@@ -332,15 +342,16 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
       seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
-  return 0;
+  return steal_fd(&rootfd);
 }
 
 int wr_rt_prepare(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                   wr_error_t *err) {
-  _cleanup_close_ int userns = -1;
+  _cleanup_close_ int userns = -1, rootfd = -1;
 
   if (wr_userns_create(spec->slot, &userns, err) < 0 ||
-      prepare_in(rt, spec, userns, err) < 0 || save_baseline(rt, spec, err) < 0)
+      (rootfd = prepare_in(rt, spec, userns, err)) < 0 ||
+      save_baseline(rt, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return 0;
 }
@@ -515,7 +526,7 @@ static int start_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   a.netns = &netns;
   lxcfs = view_args(rt, spec, &a);
   memset(inst, 0, sizeof(*inst));
-  inst->pidfd = inst->ctl = -1;
+  inst->pidfd = inst->ctl = inst->rootfd = -1;
   r = open_start_fds(rt, spec, dir, &f, err);
   if (r == 0)
     r = wr_netns_take(rt->netns_pool, &netns, err);
@@ -557,7 +568,10 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
       (rootfd = wr_rt_open_root(rt, spec, err)) < 0 ||
       seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "start sandbox `%s`", spec->id);
-  return start_in(rt, spec, userns, inst, err);
+  if (start_in(rt, spec, userns, inst, err) < 0)
+    return -1;
+  inst->rootfd = steal_fd(&rootfd);
+  return 0;
 }
 
 /* The workspace's baseline on a thread of its own, while init starts. */
@@ -582,7 +596,7 @@ static void *baseline_thread(void *arg) {
  * sandbox's code ran. */
 int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                  struct wr_rt_instance *inst, wr_error_t *err) {
-  _cleanup_close_ int userns = -1;
+  _cleanup_close_ int userns = -1, rootfd = -1;
   struct baseline_job b = {.rt = rt, .spec = spec};
   pthread_t thread;
   bool walking = false;
@@ -590,7 +604,7 @@ int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
 
   if (wr_userns_create(spec->slot, &userns, err) < 0)
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
-  if (prepare_in(rt, spec, userns, err) < 0)
+  if ((rootfd = prepare_in(rt, spec, userns, err)) < 0)
     return -1;
   if (spec->ws_path != NULL && !spec->ws_clone)
     walking = pthread_create(&thread, NULL, baseline_thread, &b) == 0;
@@ -607,6 +621,8 @@ int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     *err = b.err;
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
   }
+  if (r == 0)
+    inst->rootfd = steal_fd(&rootfd);
   return r;
 }
 
@@ -670,7 +686,7 @@ int wr_rt_reattach(struct wr_runtime *rt, const char *id,
   socklen_t len = sizeof(cred);
 
   memset(inst, 0, sizeof(*inst));
-  inst->pidfd = inst->ctl = -1;
+  inst->pidfd = inst->ctl = inst->rootfd = -1;
   /* No HELLO here: a paused sandbox's init cannot answer until it is
    * thawed, but the kernel completes the connection and names the peer. */
   inst->ctl = connect_ctl(ctl, err);

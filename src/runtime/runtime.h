@@ -57,6 +57,8 @@ struct wr_runtime_config {
   enum wr_cgroup_mode cgroup_mode;
   const char *cgroup_v2_mount; /* where cgroup2 is mounted (auto if NULL) */
   unsigned netns_pool;         /* network namespaces kept ready (0: none) */
+  bool cgroup_favor_dynmods;   /* v1: moves without an RCU wait, host-wide
+                                  (see cgroup.c) */
 };
 
 struct wr_runtime;
@@ -121,6 +123,10 @@ struct wr_rt_instance {
   int pidfd;           /* pidfd of warren-init (owned) */
   int ctl;             /* connected control socket (owned) */
   uint64_t start_time; /* /proc/PID/stat start time, for pid reuse checks */
+  /* The merged root as wr_rt_open_root opens it (owned; -1 from
+   * wr_rt_reattach): create and start open it anyway, and a daemon that
+   * keeps it spares the first request a trip to a worker thread. */
+  int rootfd;
 };
 
 static inline uint32_t wr_rt_id_base(uint32_t slot) {

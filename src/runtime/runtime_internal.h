@@ -18,8 +18,7 @@ struct wr_runtime {
   void *seccomp_progs; /* seccomp programs, see seccomp.c */
   size_t seccomp_len;
   struct wr_cgroup cg;
-  char *mkfs_path; /* mkfs.ext4 for disk images, or NULL */
-  char *nft_path;  /* nft, for each sandbox's network filter, or NULL */
+  char *mkfs_path;                  /* mkfs.ext4 for disk images, or NULL */
   struct wr_netns_pool *netns_pool; /* locked inside; see netns.c */
   bool loop_ok;                     /* /dev/loop-control is usable */
   struct wr_view *view;             /* lxcfs; locked inside, see view.c */
@@ -70,12 +69,11 @@ struct wr_netns {
 };
 #define WR_NETNS_POOL_MAX 64
 struct wr_netns_pool;
-char *wr_netns_find_nft(void);
 void wr_netns_close(struct wr_netns *ns);
 /* A thread that keeps `size` namespaces ready (0: none, every start
  * prepares its own). */
-int wr_netns_pool_new(const char *nft, unsigned size,
-                      struct wr_netns_pool **out, wr_error_t *err);
+int wr_netns_pool_new(unsigned size, struct wr_netns_pool **out,
+                      wr_error_t *err);
 void wr_netns_pool_free(struct wr_netns_pool *p);
 /* A ready namespace (owned by the caller), or a new one if none is. */
 int wr_netns_take(struct wr_netns_pool *p, struct wr_netns *ns,
