@@ -424,6 +424,9 @@ bool wr_network_sets_env(const char *name);
 void wr_network_sandbox_json_extras(const struct wr_sandbox *sb, json_t *json);
 /* warren's CA certificate (PEM), for the sandbox's trust store. */
 const char *wr_network_ca_pem(struct wr_daemon *d);
+/* The registry URL the host's npm is configured with, or NULL when it is
+ * unknown; *pending while npm is still being asked (at daemon start). */
+const char *wr_network_npm_registry_url(struct wr_daemon *d, bool *pending);
 
 void wr_api_policy_get(wr_http_req_t *req, void *ctx);
 void wr_api_policy_init(wr_http_req_t *req, void *ctx);

@@ -318,6 +318,7 @@ static void npm_done(struct wr_job *job) {
     } else {
       wr_info("policy: npm's registry is %s", host);
       nw->npm_registry = xstrdup(host);
+      nw->npm_registry_url = xstrdup(q->output);
       if (wr_network_rebuild_policy(nw, &err) < 0)
         wr_warn("policy: %s", err.msg);
     }
@@ -722,6 +723,7 @@ void wr_network_free(struct wr_daemon *d) {
   wr_strv_free(nw->secret_env);
   free(nw->data_dir);
   free(nw->npm_registry);
+  free(nw->npm_registry_url);
   wr_strv_free(nw->apt_hosts);
   free(nw);
   d->network = NULL;
@@ -807,4 +809,11 @@ char **wr_network_env(struct wr_sandbox *sb) {
 
 const char *wr_network_ca_pem(struct wr_daemon *d) {
   return wr_net_ca_pem(d->network->net);
+}
+
+const char *wr_network_npm_registry_url(struct wr_daemon *d, bool *pending) {
+  struct wr_network *nw = d->network;
+
+  *pending = nw != NULL && nw->npm != NULL;
+  return nw != NULL ? nw->npm_registry_url : NULL;
 }
