@@ -124,7 +124,8 @@ stop_daemon() {
 
 # The base image, built once per state root (about 90 s the first time).
 ensure_image() {
-  if ! "$WARREN" image ls --json 2>/dev/null | grep -q '"name": *"base"'; then
+  if ! "$WARREN" image ls --json 2>/dev/null |
+    jq -e '.[] | select(.name == "base" and .state == "ready")' >/dev/null; then
     echo "building the base image (first run only)..." >&2
     "$WARREN" image build base >&2 || fail "image build failed"
   fi

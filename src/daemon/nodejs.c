@@ -37,7 +37,7 @@
 #define USER_AGENT "warren (image build)"
 /* npm's abbreviated packument, when the registry has it: much smaller. */
 #define PACKUMENT_ACCEPT                                                       \
-  "Accept: application/vnd.npm.install-v1+json; q=1.0, "                     \
+  "Accept: application/vnd.npm.install-v1+json; q=1.0, "                       \
   "application/json; q=0.8"
 
 void wr_npm_dist_free(struct wr_npm_dist *d) {
@@ -111,15 +111,16 @@ int wr_sri_sha512(const char *integrity, unsigned char out[WR_SHA512_LEN],
   while (p != NULL && *p != '\0') {
     size_t n = strcspn(p, " \t");
     wr_buf_t raw;
-    int r;
+    bool ok;
     if (n > 7 && strncmp(p, "sha512-", 7) == 0) {
       size_t b64 = strcspn(p + 7, "? \t"); /* options after '?' */
       wr_buf_init(&raw);
-      r = wr_base64_decode(p + 7, b64, &raw, NULL);
-      if (r == 0 && raw.len == WR_SHA512_LEN)
+      ok = wr_base64_decode(p + 7, b64, &raw, NULL) == 0 &&
+           raw.len == WR_SHA512_LEN;
+      if (ok)
         memcpy(out, raw.data, WR_SHA512_LEN);
       wr_buf_free(&raw);
-      if (r == 0 && raw.len == WR_SHA512_LEN)
+      if (ok)
         return 0;
       return wr_error_set(err, 0, "malformed sha512 integrity `%.100s`", p);
     }
@@ -163,8 +164,7 @@ static int read_dist(const char *version, const json_t *entry,
                           !wr_str_has_prefix(tarball, "http://")))
     return wr_error_set(err, 0, "version %s has no tarball URL", version);
   if (sri == NULL || wr_sri_sha512(sri, out->sha512, err) < 0)
-    return wr_error_set(err, 0, "version %s has no sha512 integrity",
-                        version);
+    return wr_error_set(err, 0, "version %s has no sha512 integrity", version);
   out->version = xstrdup(version);
   out->tarball = xstrdup(tarball);
   return 0;
@@ -189,8 +189,7 @@ int wr_npm_pick(const json_t *packument, unsigned major,
     }
   }
   if (best_key == NULL)
-    return wr_error_setx(err, ENOENT, "no release of major version %u",
-                         major);
+    return wr_error_setx(err, ENOENT, "no release of major version %u", major);
   return read_dist(best_key, json_object_get(versions, best_key), out, err);
 }
 
@@ -198,9 +197,9 @@ int wr_npm_pick(const json_t *packument, unsigned major,
 
 /* Where a transfer's bytes go: a bounded buffer, or a file being hashed. */
 struct sink {
-  wr_buf_t *body;  /* or NULL */
-  int fd;          /* or -1 */
-  EVP_MD_CTX *md;  /* with fd */
+  wr_buf_t *body; /* or NULL */
+  int fd;         /* or -1 */
+  EVP_MD_CTX *md; /* with fd */
   uint64_t got, max;
   const atomic_bool *cancel;
   wr_error_t write_err;
@@ -368,9 +367,8 @@ int wr_file_sha512(const char *path, unsigned char out[WR_SHA512_LEN],
 
 /* A download into a temporary file of the cache, hashed as it comes. */
 static int download(const struct wr_npm_dist *dist, const char *tmp,
-                    const atomic_bool *cancel,
-                    unsigned char got[WR_SHA512_LEN], uint64_t *size,
-                    wr_error_t *err) {
+                    const atomic_bool *cancel, unsigned char got[WR_SHA512_LEN],
+                    uint64_t *size, wr_error_t *err) {
   EVP_MD_CTX *md _cleanup_(free_md) = EVP_MD_CTX_new();
   struct sink s = {.fd = -1, .max = TARBALL_MAX, .cancel = cancel};
   int r;

@@ -332,7 +332,8 @@ static void put_image(wr_store_t *st, const char *name, const char *state,
       .packages_json = "[\"git\",\"curl\"]",
       .suite = "bookworm",
       .size_bytes = size,
-      .node_json = strcmp(state, "ready") == 0 ? "{\"version\":\"24.1.0\"}" : NULL,
+      .node_json =
+          strcmp(state, "ready") == 0 ? "{\"version\":\"24.1.0\"}" : NULL,
       .minimal = size == 1,
   };
   wr_error_t err = {0};
