@@ -86,7 +86,8 @@ static const char *const build_command[] = {
  * mmdebstrap's last step, run by sh with the rootfs as $1. Node's and
  * npm's tarballs (verified, from the cache) are unpacked by tar running
  * inside the chroot, fed on fds 3 and 4, so no path in them can reach
- * outside the rootfs; the layout is that of Node's own release tarballs
+ * outside the rootfs (of Node's, only bin/, include/ and share/: not its
+ * package.json or README); the layout is that of Node's own release tarballs
  * (bin/node, include/node, lib/node_modules/npm), which npm expects for
  * global installs. Then the image's node and npm say their versions,
  * which proves they run there and is what `image ls` reports.
@@ -98,7 +99,7 @@ static const char customize_hook[] =
     "chroot \"$1\" /bin/sh -ec '"
     "m=/usr/local/lib/node_modules/npm; mkdir -p $m; "
     "tar -xzf - -C /usr/local --strip-components=1 --no-same-owner "
-    "\"--exclude=package/*.md\" --exclude=package/LICENSE <&3; "
+    "package/bin package/include package/share <&3; "
     "tar -xzf - -C $m --strip-components=1 --no-same-owner <&4; "
     "chmod 0755 $m/bin/npm-cli.js $m/bin/npx-cli.js; "
     "ln -sf ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm; "
