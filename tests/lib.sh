@@ -122,11 +122,16 @@ stop_daemon() {
   rm -f "$WR_RUN/warrend.pid"
 }
 
-# The base image, built once per state root (about 90 s the first time).
+# The base image, built once per state root (a few minutes the first
+# time), and again over one from before images said which Node.js they
+# have (the tests expect the default image's tools and Node).
 ensure_image() {
-  if ! "$WARREN" image ls --json 2>/dev/null | grep -q '"name": *"base"'; then
+  local images
+  images=$("$WARREN" image ls --json) || fail "image ls failed"
+  if ! jq -e '.[] | select(.name == "base" and .state == "ready" and
+      .node != null)' <<<"$images" >/dev/null; then
     echo "building the base image (first run only)..." >&2
-    "$WARREN" image build base >&2 || fail "image build failed"
+    "$WARREN" image build base --force >&2 || fail "image build failed"
   fi
 }
 

@@ -29,7 +29,7 @@ static const struct wr_cli_command commands[] = {
     {"policy", "Control where sandboxes may connect", wr_cli_cmd_policy},
     {"secret", "Store credentials the proxy adds for sandboxes",
      wr_cli_cmd_secret},
-    {"image", "Build, list and remove images", wr_cli_cmd_image},
+    {"image", "Build, list, inspect and remove images", wr_cli_cmd_image},
     {"daemon", "Run the warren daemon (warrend)", wr_cli_cmd_daemon},
     {"version", "Show the client's and the daemon's versions",
      wr_cli_cmd_version},

@@ -439,6 +439,9 @@ json_t *wr_network_resolver_json(struct wr_daemon *d);
  * ENTRY|null}, ENTRY being {"addresses", "age_s", "ttl_s", "ttl_left_s",
  * "fresh", "inflight", "queries", "error"}. */
 json_t *wr_network_cached_json(struct wr_daemon *d, const char *host);
+/* The registry URL the host's npm is configured with, or NULL when it is
+ * unknown; *pending while npm is still being asked (at daemon start). */
+const char *wr_network_npm_registry_url(struct wr_daemon *d, bool *pending);
 
 void wr_api_policy_get(wr_http_req_t *req, void *ctx);
 void wr_api_policy_init(wr_http_req_t *req, void *ctx);

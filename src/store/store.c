@@ -103,6 +103,10 @@ static const char *const migrations[] = {
     "  sandbox_id TEXT PRIMARY KEY NOT NULL,"
     "  dropped INTEGER NOT NULL CHECK (dropped >= 0)"
     ") WITHOUT ROWID;",
+    /* 4: which Node.js an image carries (JSON: version, source, npm) and
+     * whether it was built --minimal. */
+    ("ALTER TABLE images ADD COLUMN node_json TEXT;"
+     "ALTER TABLE images ADD COLUMN minimal INTEGER NOT NULL DEFAULT 0;"),
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

@@ -41,6 +41,8 @@ struct wr_image_rec {
   char *suite;
   uint64_t size_bytes;
   int64_t created_ms;
+  char *node_json; /* which Node.js: {"version","source",...}, or NULL */
+  bool minimal;    /* built with --minimal */
 };
 
 int wr_store_open(const char *path, wr_store_t **out, wr_error_t *err);

@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 3
+#define VERSION 4
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -332,6 +332,9 @@ static void put_image(wr_store_t *st, const char *name, const char *state,
       .packages_json = "[\"git\",\"curl\"]",
       .suite = "bookworm",
       .size_bytes = size,
+      .node_json =
+          strcmp(state, "ready") == 0 ? "{\"version\":\"24.1.0\"}" : NULL,
+      .minimal = size == 1,
   };
   wr_error_t err = {0};
 
@@ -353,6 +356,7 @@ static void test_images(void **state) {
   assert_string_equal(rec.state, "building");
   assert_string_equal(rec.packages_json, "[\"git\",\"curl\"]");
   assert_string_equal(rec.suite, "bookworm");
+  assert_null(rec.node_json);
   created = rec.created_ms;
   wr_image_rec_free(&rec);
 
@@ -362,6 +366,8 @@ static void test_images(void **state) {
   assert_string_equal(rec.state, "ready");
   assert_int_equal(rec.size_bytes, 5ULL << 32);
   assert_int_equal(rec.created_ms, created);
+  assert_string_equal(rec.node_json, "{\"version\":\"24.1.0\"}");
+  assert_false(rec.minimal);
   wr_image_rec_free(&rec);
 
   put_image(st, "alpine-ish", "ready", 1);
@@ -369,6 +375,7 @@ static void test_images(void **state) {
   assert_int_equal(n, 2);
   assert_string_equal(recs[0].name, "alpine-ish");
   assert_string_equal(recs[1].name, "base");
+  assert_true(recs[0].minimal);
   wr_image_recs_free(recs, n);
 
   insert_ok(st, "sb-1", "a", "base", 1);
@@ -534,6 +541,8 @@ static void test_migration_2_adds_network_tables(void **state) {
   raw_exec(fx->db, "DROP TABLE settings; DROP TABLE policy_rules;"
                    "DROP TABLE policy_log; DROP TABLE secrets;"
                    "DROP TABLE ports; DROP TABLE policy_log_dropped;"
+                   "ALTER TABLE images DROP COLUMN node_json;"
+                   "ALTER TABLE images DROP COLUMN minimal;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
