@@ -315,26 +315,23 @@ static int filter_error(struct nft_ctx *nft, int e, wr_error_t *err) {
                                  : "");
 }
 
-/* Load the rule set into the calling thread's network namespace. The
- * context is made here and freed before the thread goes home: its netlink
- * socket is opened in the namespace it is made in, and its cache
- * describes that namespace, so a context never serves a second one. */
-static int load_filter(wr_error_t *err) {
+/* Load the rule set into the namespace nsfd. The context is made here and
+ * freed before the thread goes home: its netlink socket is opened in the
+ * namespace it is made in, and its cache describes that namespace, so a
+ * context never serves a second one. */
+static int run_filter(int nsfd, wr_error_t *err) {
   struct nft_ctx *nft;
   int r = 0;
 
-  pthread_mutex_lock(&nft_lock);
-  if (probe_nfnetlink(err) < 0) {
-    pthread_mutex_unlock(&nft_lock);
+  if (setns(nsfd, CLONE_NEWNET) < 0)
+    return wr_error_set(err, errno, "enter the new network namespace");
+  if (probe_nfnetlink(err) < 0)
     return -1;
-  }
   nft = nft_ctx_new(NFT_CTX_DEFAULT);
-  if (nft == NULL) {
-    pthread_mutex_unlock(&nft_lock);
+  if (nft == NULL)
     return wr_error_setx(err, ENOMEM,
                          "load the sandbox's network filter: "
                          "nft_ctx_new failed");
-  }
   /* Nothing the library says may reach warrend's stdout or stderr. */
   if (nft_ctx_buffer_output(nft) != 0 || nft_ctx_buffer_error(nft) != 0)
     r = wr_error_setx(err, ENOMEM,
@@ -343,8 +340,54 @@ static int load_filter(wr_error_t *err) {
   else if (nft_run_cmd_from_buffer(nft, ruleset) != 0)
     r = filter_error(nft, errno, err);
   nft_ctx_free(nft);
-  pthread_mutex_unlock(&nft_lock);
   return r;
+}
+
+struct filter_job {
+  int nsfd;
+  int result;
+  wr_error_t err;
+};
+
+/*
+ * libnftables waits for the kernel's answers with select(2), whose fd_set
+ * holds descriptors below FD_SETSIZE (1024) only; glibc aborts the process
+ * on a larger one. warrend holds a dozen descriptors per running sandbox,
+ * so from about 90 sandboxes on, the netlink socket the library opens
+ * would be numbered 1024 or more. The load therefore runs in a thread of
+ * its own with a private file table (unshare(CLONE_FILES)) from which
+ * everything but stdio and the namespace is closed: its socket is fd 3 or
+ * 4 however many warrend holds, and the table goes away with the thread.
+ */
+static void *filter_main(void *arg) {
+  struct filter_job *job = arg;
+
+  if (unshare(CLONE_FILES) < 0) {
+    job->result = wr_error_set(&job->err, errno, "unshare the file table");
+    return NULL;
+  }
+  if (job->nsfd > 3)
+    close_range(3, (unsigned)job->nsfd - 1, 0);
+  close_range((unsigned)job->nsfd + 1, ~0U, 0);
+  job->result = run_filter(job->nsfd, &job->err);
+  return NULL;
+}
+
+static int load_filter(int nsfd, wr_error_t *err) {
+  struct filter_job job = {.nsfd = nsfd, .result = -1};
+  pthread_t t;
+  int e;
+
+  pthread_mutex_lock(&nft_lock);
+  e = pthread_create(&t, NULL, filter_main, &job);
+  if (e == 0)
+    pthread_join(t, NULL);
+  pthread_mutex_unlock(&nft_lock);
+  if (e != 0)
+    return wr_error_set(err, e, "start the thread that loads the filter");
+  if (job.result < 0)
+    *err = job.err;
+  return job.result;
 }
 
 /* ---- the daemon's handle on a running sandbox's namespace -------------- */
@@ -412,12 +455,10 @@ static int setup_inside(struct wr_netns *ns, wr_error_t *err) {
     return wr_error_set(err, errno, "ip_unprivileged_port_start");
   if (listen_all(ns->listen, &step) < 0)
     return wr_error_set(err, errno, "%s", step);
-  if (load_filter(err) < 0)
-    return -1;
   ns->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (ns->fd < 0)
     return wr_error_set(err, errno, "open the new network namespace");
-  return 0;
+  return load_filter(ns->fd, err);
 }
 
 void wr_netns_close(struct wr_netns *ns) {

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -238,12 +239,60 @@ static void test_no_nft_program(void **state) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* A daemon with many sandboxes holds more than FD_SETSIZE descriptors;
+ * libnftables' select() on its netlink socket must still work (glibc
+ * aborts on an fd_set bit of 1024 or more), in a child so the test's own
+ * descriptors stay few. */
+static int prepare_with_many_fds(void) {
+  struct rlimit rl = {4096, 4096};
+  struct wr_netns_pool *pool = NULL;
+  struct wr_netns ns;
+  wr_error_t err = {0};
+  const char *why;
+  int fd;
+
+  if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+    return 2;
+  do {
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  } while (fd >= 0 && fd < 1100);
+  if (fd < 0)
+    return 3;
+  if (wr_netns_pool_new(0, &pool, &err) < 0 ||
+      wr_netns_take(pool, &ns, &err) < 0) {
+    fprintf(stderr, "%s\n", err.msg);
+    return 4;
+  }
+  if (setns(ns.fd, CLONE_NEWNET) < 0)
+    return 5;
+  why = redirect_fails(&ns);
+  if (why != NULL)
+    fprintf(stderr, "%s\n", why);
+  return why != NULL ? 6 : 0;
+}
+
+static void test_many_descriptors(void **state) {
+  int status = 0;
+  pid_t pid;
+
+  (void)state;
+  need_root();
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(prepare_with_many_fds());
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_filter_in_force),
       cmocka_unit_test(test_each_namespace_its_own),
       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_no_nft_program),
+      cmocka_unit_test(test_many_descriptors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
