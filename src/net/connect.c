@@ -256,6 +256,12 @@ void wr_conn_handover(struct wr_net_conn *c) {
   wr_error_t err = {0};
   uv_os_fd_t fd;
 
+  if (!wr_conn_hold_intercept(c)) {
+    wr_debug("net: %s: interception of %s refused (limit reached)", c->sb->id,
+             c->host);
+    wr_conn_close(c);
+    return;
+  }
   if (uv_fileno((uv_handle_t *)&c->client.tcp, &fd) < 0 ||
       (a.client_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
     wr_conn_close(c);

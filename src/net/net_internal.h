@@ -176,7 +176,7 @@ void wr_intercept_cancel(struct wr_intercept *ic);
  * as given to SO_SNDBUF/SO_RCVBUF, and the budgets. */
 #define WR_SOCKBUF_CLIENT_SND (256 * 1024)
 #define WR_SOCKBUF_CLIENT_RCV (128 * 1024)
-#define WR_SOCKBUF_UP_MIN (64 * 1024)
+#define WR_SOCKBUF_UP_MIN (16 * 1024)
 #define WR_SOCKBUF_UP_MAX (512 * 1024)
 #define WR_HELD_PER_SANDBOX ((size_t)128 << 20)
 #define WR_HELD_FALLBACK ((size_t)512 << 20) /* without /proc's tcp_mem */
@@ -461,19 +461,36 @@ struct wr_net_conn {
   char reason[192];
   struct wr_secret secret; /* for interception, until handed over */
   bool has_secret;
-  struct wr_held held; /* out of the budgets (held.c) */
-  size_t upbuf;        /* upstream socket buffer size, once chosen */
+  struct wr_held held;             /* out of the budgets (held.c) */
+  const struct wr_conn_tier *tier; /* its buffers' sizes (held.c) */
+  size_t upbuf; /* upstream socket buffer size, once chosen */
 };
 
 /* held.c: the budgets of buffers held for sandboxes (see its top). */
+/* The sizes a connection's buffers have: two tiers, chosen at accept. */
+struct wr_conn_tier {
+  int client_snd, client_rcv;   /* SO_SNDBUF/SO_RCVBUF, the sandbox's side */
+  size_t queue_high, queue_low; /* the relay's: stop reading, and resume */
+  size_t chunk;                 /* the relay's reads */
+  size_t pipe;                  /* a spliced direction's pipe, at first */
+};
+extern const struct wr_conn_tier wr_tier_small, wr_tier_big;
 /* Half the host's tcp_mem pressure threshold (the text of
  * /proc/sys/net/ipv4/tcp_mem, in pages), at least WR_HELD_PER_SANDBOX;
  * WR_HELD_FALLBACK when it cannot be read. */
 size_t wr_net_held_budget(const char *tcp_mem, size_t page_size);
-/* What every connection holds from its accept: its sockets' buffers at
- * the smallest upstream size, and (in all) the relay's queues and the
- * head buffers. */
+/* What a connection of tier t holds: its sockets' buffers at the smallest
+ * upstream size, and (in all) the relay's queues or pipes and the head
+ * buffers. */
+struct wr_held wr_conn_tier_held(const struct wr_conn_tier *t);
+/* What every connection holds from its accept: the small tier's. */
 struct wr_held wr_conn_base_held(void);
+/* What sb keeps free for connections it may still open (at the small
+ * tier, up to WR_CONNS_PER_SANDBOX): growth never takes it. */
+size_t wr_net_reserve(const struct wr_net_sb *sb);
+/* After c holds the base: the big tier if the budgets leave room for its
+ * extra (held), the small one otherwise. Before wr_conn_size_client. */
+void wr_conn_choose_tier(struct wr_net_conn *c);
 bool wr_net_can_hold(const struct wr_net *n, const struct wr_net_sb *sb,
                      struct wr_held h);
 /* Add h to what c holds, if the budgets allow. */
@@ -485,11 +502,14 @@ void wr_conn_size_client(struct wr_net_conn *c);
 void wr_conn_size_upstream(struct wr_net_conn *c);
 /* The upstream size for c, chosen (and held) the first time. */
 size_t wr_conn_upstream_size(struct wr_net_conn *c);
-/* Hold what growing one pipe from WR_PIPE_SIZE to WR_PIPE_BULK adds, if
- * that keeps the sandbox and everyone under half their budgets; and give
- * it back (the pipe could not grow). */
+/* Hold what growing one pipe from its tier's size to WR_PIPE_BULK adds,
+ * if that leaves the sandbox's reserve and half the global budget free;
+ * and give it back (the pipe could not grow). */
 bool wr_conn_hold_pipe(struct wr_net_conn *c);
 void wr_conn_release_pipe(struct wr_net_conn *c);
+/* Before a handover: hold what an interception needs beyond c's relay
+ * share; false when the budget has no room (refuse it). */
+bool wr_conn_hold_intercept(struct wr_net_conn *c);
 
 struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
                                 enum wr_conn_kind kind);

@@ -237,6 +237,7 @@ void wr_proxy_on_connection(uv_stream_t *server, int status) {
   }
   c = wr_conn_new(n, sb, WR_CONN_EXPLICIT);
   wr_conn_hold(c, wr_conn_base_held());
+  wr_conn_choose_tier(c);
   if (uv_accept(server, (uv_stream_t *)&c->client.tcp) < 0) {
     wr_conn_close(c);
     return;

@@ -11,9 +11,10 @@
  * handle on each socket (one io watcher per fd: the tcp handle's stays
  * stopped for good, so its shutdown is shutdown(2) here, not uv_shutdown).
  *
- * Each direction has a pipe of WR_PIPE_SIZE bytes (the kernel's default
- * size, 16 pages), grown to WR_PIPE_BULK for a direction that carries
- * bulk while the budget allows (grow). A direction whose pipe holds bytes stops
+ * Each direction has a pipe of its tier's size (held.c: WR_PIPE_SIZE, the
+ * kernel's default of 16 pages, or two pages for a small connection),
+ * grown to WR_PIPE_BULK for a direction that carries bulk while the
+ * budget allows (grow). A direction whose pipe holds bytes stops
  * watching its source for readable until the destination has taken them all:
  * that is the backpressure, and it bounds what a tunnel holds to its sockets'
  * buffers and the two pipes (held.c). EOF from a side, once its pipe is
@@ -237,6 +238,18 @@ static void side_stop(struct wr_net_conn *c, struct wr_net_side *s) {
     uv_close((uv_handle_t *)&s->poll, wr_conn_on_closed);
 }
 
+/* A pipe is what it holds: one larger than its tier's would hold more
+ * than was charged, so a pipe the kernel will not size ends the splice
+ * (the caller relays through libuv instead). */
+static int resize_pipe(struct wr_net_side *s, size_t size) {
+  int got = fcntl(s->pipe[1], F_SETPIPE_SZ, (int)size);
+
+  if (got < 0 || (size_t)got > size)
+    return -1;
+  s->pipe_size = (size_t)got;
+  return 0;
+}
+
 static int side_start(struct wr_net_conn *c, struct wr_net_side *s) {
   int fd = side_fd(s);
 
@@ -248,6 +261,10 @@ static int side_start(struct wr_net_conn *c, struct wr_net_side *s) {
     return -1;
   }
   s->pipe_size = WR_PIPE_SIZE;
+  if (c->tier->pipe != WR_PIPE_SIZE && resize_pipe(s, c->tier->pipe) < 0) {
+    close_pipe(c->n, s);
+    return -1;
+  }
   if (uv_poll_init_socket(c->n->loop, &s->poll, fd) < 0) {
     close_pipe(c->n, s);
     return -1;

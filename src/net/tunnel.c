@@ -8,9 +8,9 @@
  * and shutdowns before the close callbacks run, so nothing outlives it.
  *
  * The relay reads each side into fresh buffers and hands them to a write
- * on the other side. A side whose write queue passes WR_QUEUE_HIGH stops
- * the reads that feed it until it drains below WR_QUEUE_LOW, so a fast
- * sender never makes the daemon buffer without bound. EOF from one side
+ * on the other side. A side whose write queue passes its tier's queue_high
+ * (held.c) stops the reads that feed it until it drains below queue_low, so a
+ * fast sender never makes the daemon buffer without bound. EOF from one side
  * becomes a shutdown of the other (half-close); the connection closes once
  * both directions are done, or after WR_IDLE_TIMEOUT_MS without traffic.
  */
@@ -94,6 +94,8 @@ struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
   c->kind = kind;
   c->client.c = c;
   c->upstream.c = c;
+  /* Until held.c chooses; published ports are not counted (held.c). */
+  c->tier = kind == WR_CONN_PORT ? &wr_tier_big : &wr_tier_small;
   wr_net_sb_ref(sb);
   n->nconns++;
   if (kind != WR_CONN_PORT)
@@ -245,7 +247,7 @@ static void on_written(uv_write_t *req, int status) {
     try_splice(c);
     return;
   }
-  if (from->paused && to->queued <= WR_QUEUE_LOW) {
+  if (from->paused && to->queued <= c->tier->queue_low) {
     from->paused = false;
     relay_resume(from);
   }
@@ -288,8 +290,8 @@ static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = WR_IN_MAX - c->in_len;
     return;
   }
-  buf->base = xmalloc(WR_RELAY_CHUNK);
-  buf->len = WR_RELAY_CHUNK;
+  buf->base = xmalloc(c->tier->chunk);
+  buf->len = c->tier->chunk;
 }
 
 /* Send relayed bytes on (takes data); stop reading `from` while `to` is
@@ -300,7 +302,7 @@ static void relay_forward(struct wr_net_conn *c, struct wr_net_side *from,
 
   to->sent += len;
   wr_conn_write(c, to, data, len);
-  if (c->closing || to->queued <= WR_QUEUE_HIGH)
+  if (c->closing || to->queued <= c->tier->queue_high)
     return;
   from->paused = true;
   if (from->reading) {
@@ -409,7 +411,7 @@ static void relay_read(uv_stream_t *stream, ssize_t nread,
     return;
   }
   relay_forward(c, s,
-                len < WR_RELAY_CHUNK / 2 ? xrealloc(buf->base, len) : buf->base,
+                len < c->tier->chunk / 2 ? xrealloc(buf->base, len) : buf->base,
                 len);
 }
 

@@ -128,6 +128,22 @@ test_many_tunnels_at_once() {
   assert_daemon_alive
 }
 
+# A sandbox's whole connection cap (512) of tunnels open at once, CONNECT
+# and redirected: every one is admitted and echoes its own line (charging
+# each its worst case at full size let about 90 in, held.c).
+test_512_tunnels_held_open_at_once() {
+  local out
+  tun_setup tun-hold
+  out=$(tun tun-hold hold "$TUN_IP" "$TUN_PORT" --parallel 512 \
+    --proxy 127.0.0.1:3128 2>&1) || fail "512 CONNECT tunnels: $out"
+  assert_contains "$out" "ok 512 held" "512 CONNECT tunnels"
+  tun_setup tun-hold-r
+  out=$(tun tun-hold-r hold "$TUN_IP" "$TUN_PORT" --parallel 512 2>&1) ||
+    fail "512 redirected connections: $out"
+  assert_contains "$out" "ok 512 held" "512 redirected connections"
+  assert_daemon_alive
+}
+
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$(daemon_pid)/status"; }
 
 # An upstream that reads 80 KiB/s while the sandbox pushes as fast as it

@@ -11,17 +11,20 @@
                        when the client does
         s              a slow reader: 4 KiB every 50 ms until EOF
         r N            read N bytes, then reset the connection
+        e              echo everything until EOF
       (lower case: a redirected connection that starts like an HTTP
       request line is handled as one)
       --ready FILE gets {"port": PORT} once it listens.
 
-  tunnels.py up|down|slow|reset HOST PORT [--proxy ADDR:PORT]
+  tunnels.py up|down|slow|reset|hold HOST PORT [--proxy ADDR:PORT]
                  [--bytes N] [--parallel K] [--seconds S]
       The client, inside a sandbox: with --proxy through a CONNECT tunnel,
       without it a plain connect() (transparently redirected). up and down
       check every byte by SHA-256 (K connections at once); slow pushes for
       S seconds and prints how many bytes the tunnel took; reset prints
-      how the connection ended. Exit status 0 when all went as expected.
+      how the connection ended; hold opens K tunnels, all before using
+      any, then has each echo a line of its own. Exit status 0 when all
+      went as expected.
 """
 
 import argparse
@@ -77,6 +80,12 @@ def serve_conn(sock):
             sock.shutdown(socket.SHUT_WR)
             while sock.recv(CHUNK):
                 pass
+        elif words[0] == "e":
+            while True:
+                b = sock.recv(CHUNK)
+                if not b:
+                    break
+                sock.sendall(b)
         elif words[0] == "s":
             while sock.recv(4096):
                 time.sleep(0.05)
@@ -205,6 +214,35 @@ def cmd_slow(a):
     return 0
 
 
+def cmd_hold(a):
+    """Open --parallel tunnels, all of them before the first is used, then
+    have each echo a line of its own: every tunnel was admitted at once."""
+    socks = []
+    try:
+        for i in range(a.parallel):
+            socks.append(open_conn(a))
+    except OSError as e:
+        print("FAIL tunnel %d of %d: %s" % (len(socks) + 1, a.parallel, e))
+        return 1
+    for i, sock in enumerate(socks):
+        sock.sendall(b"e\n%d\n" % i)
+    bad = 0
+    for i, sock in enumerate(socks):
+        try:
+            got = read_line(sock)
+        except OSError:
+            got = None
+        if got != [str(i)]:
+            bad += 1
+    for sock in socks:
+        sock.close()
+    if bad:
+        print("FAIL %d of %d tunnels did not echo" % (bad, a.parallel))
+        return 1
+    print("ok %d held" % a.parallel)
+    return 0
+
+
 def cmd_reset(a):
     sock = open_conn(a)
     sock.sendall(b"r %d\n" % a.bytes)
@@ -230,7 +268,7 @@ def main():
     s = sub.add_parser("serve")
     s.add_argument("--addr", required=True)
     s.add_argument("--ready", required=True)
-    for name in ("up", "down", "slow", "reset"):
+    for name in ("up", "down", "slow", "reset", "hold"):
         c = sub.add_parser(name)
         c.add_argument("host")
         c.add_argument("port", type=int)
@@ -248,6 +286,8 @@ def main():
         return cmd_transfer(a, one_down)
     if a.cmd == "slow":
         return cmd_slow(a)
+    if a.cmd == "hold":
+        return cmd_hold(a)
     return cmd_reset(a)
 
 

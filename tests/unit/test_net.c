@@ -1534,38 +1534,50 @@ static void test_held_budget(void **state) {
                    WR_HELD_FALLBACK);
 }
 
-/* Connections hold their base until the sandbox's budget is full; the
- * first ones get the largest upstream buffers, later ones the smallest;
- * what is released can be held again; the global budget counts kernel
- * buffers only. */
+/* A sandbox's connections all fit up to its cap: the first ones get the
+ * big tier and the largest upstream buffers, later ones the small tier
+ * and the smallest, and growth never takes what the connections still to
+ * come need; what is released can be held again; the global budget
+ * counts kernel buffers only. */
 static void test_held_connections(void **state) {
   struct wr_net n = {.held_max = (size_t)1 << 30};
   struct wr_net_sb sb = {.n = &n};
   struct wr_held base = wr_conn_base_held();
-  struct wr_net_conn *c;
-  size_t count = 0, first = 0, last = 0;
-  struct wr_net_conn **all = xcalloc(1024, sizeof(*all));
+  struct wr_net_conn *c, **all = xcalloc(WR_CONNS_PER_SANDBOX, sizeof(*all));
+  size_t count = 0, first = 0, last = 0, big = 0;
 
   (void)state;
   assert_true(base.kernel < base.all);
-  while (wr_net_can_hold(&n, &sb, base)) {
+  assert_true(WR_CONNS_PER_SANDBOX * base.all < WR_HELD_PER_SANDBOX / 4 * 3);
+  while (count < WR_CONNS_PER_SANDBOX) {
+    assert_true(wr_net_can_hold(&n, &sb, base));
     c = xcalloc(1, sizeof(*c));
     c->n = &n;
     c->sb = &sb;
+    sb.nconns++; /* as wr_conn_new does */
     assert_true(wr_conn_hold(c, base));
+    wr_conn_choose_tier(c);
+    big += c->tier == &wr_tier_big;
     last = wr_conn_upstream_size(c);
     assert_int_equal(wr_conn_upstream_size(c), last); /* chosen once */
-    if (count == 0)
+    if (count == 0) {
       first = last;
+      assert_ptr_equal(c->tier, &wr_tier_big);
+    }
     all[count++] = c;
-    assert_true(sb.held <= WR_HELD_PER_SANDBOX);
-    assert_true(count < 1024);
+    assert_true(sb.held + wr_net_reserve(&sb) <= WR_HELD_PER_SANDBOX);
   }
   assert_int_equal(first, WR_SOCKBUF_UP_MAX);
   assert_int_equal(last, WR_SOCKBUF_UP_MIN);
-  assert_true(count > 50);
+  assert_ptr_equal(all[count - 1]->tier, &wr_tier_small);
+  assert_true(big > 10 && big < count / 4);
+  assert_true(sb.held <= WR_HELD_PER_SANDBOX);
   assert_true(n.held_kernel < sb.held);
-  assert_false(wr_conn_hold(all[0], base));
+  assert_int_equal(wr_net_reserve(&sb), 0);
+  /* What growth left is less than one more big connection would take. */
+  assert_true(WR_HELD_PER_SANDBOX - sb.held <
+              wr_conn_tier_held(&wr_tier_big).all - base.all);
+  sb.nconns--;
   wr_net_release(&n, &sb, &all[0]->held);
   assert_true(wr_net_can_hold(&n, &sb, base));
   for (size_t i = 1; i < count; i++)
@@ -1583,27 +1595,40 @@ static void test_held_connections(void **state) {
   assert_int_equal(count, 4);
 }
 
-/* A bulk pipe is held only while the sandbox holds under half its
- * budget, counts in the sandbox's budget and not in the kernel's TCP one,
- * and is given back whole. */
+/* A bulk pipe is held only while the sandbox's reserve stays free, counts
+ * in the sandbox's budget and not in the kernel's TCP one, and is given
+ * back whole; an interception holds the big tier's relay share. */
 static void test_held_pipes(void **state) {
   struct wr_net n = {.held_max = (size_t)1 << 30};
-  struct wr_net_sb sb = {.n = &n};
-  struct wr_net_conn c = {.n = &n, .sb = &sb};
+  struct wr_net_sb sb = {.n = &n, .nconns = 1};
+  struct wr_net_conn c = {.n = &n, .sb = &sb, .tier = &wr_tier_small};
   struct wr_held base = wr_conn_base_held();
+  struct wr_held big = wr_conn_tier_held(&wr_tier_big);
 
   (void)state;
-  assert_true(base.all >= base.kernel + 2 * WR_PIPE_SIZE);
+  assert_true(base.all >= base.kernel + 2 * wr_tier_small.pipe);
   assert_true(wr_conn_hold(&c, base));
   assert_true(wr_conn_hold_pipe(&c));
-  assert_int_equal(c.held.all, base.all + WR_PIPE_BULK - WR_PIPE_SIZE);
+  assert_int_equal(c.held.all, base.all + WR_PIPE_BULK - wr_tier_small.pipe);
   assert_int_equal(n.held_kernel, base.kernel);
   wr_conn_release_pipe(&c);
   assert_int_equal(sb.held, base.all);
 
-  sb.held = WR_HELD_PER_SANDBOX / 2;
+  sb.held = WR_HELD_PER_SANDBOX - wr_net_reserve(&sb) - WR_PIPE_BULK / 2;
   assert_false(wr_conn_hold_pipe(&c));
-  assert_int_equal(sb.held, WR_HELD_PER_SANDBOX / 2);
+  assert_int_equal(sb.held, WR_HELD_PER_SANDBOX - wr_net_reserve(&sb) -
+                                WR_PIPE_BULK / 2);
+  sb.held = base.all;
+
+  /* The interception's share comes out of the budget, not the reserve. */
+  assert_true(wr_conn_hold_intercept(&c));
+  assert_int_equal(c.held.all, base.all + (big.all - big.kernel) -
+                                   (base.all - base.kernel));
+  assert_int_equal(c.held.kernel, base.kernel);
+  c.tier = &wr_tier_big;
+  c.held = big;
+  sb.held = WR_HELD_PER_SANDBOX;
+  assert_true(wr_conn_hold_intercept(&c)); /* nothing more to hold */
 }
 
 int main(void) {
