@@ -46,7 +46,11 @@ test_ctrl_c_interrupts_inside() {
   local start ms
   new_sandbox tty-intr
   start=$(now_ms)
-  drive 24 80 "$WARREN" exec -it tty-intr -- sh -c 'echo ready; sleep 30' <<'EOF'
+  # The program that says ready is the one Ctrl-C must stop. Not `sh -c
+  # 'echo ready; sleep 30'`: dash -c catches SIGINT, and one that comes
+  # between the echo and the fork of sleep waits until sleep ends.
+  drive 24 80 "$WARREN" exec -it tty-intr -- \
+    perl -e '$| = 1; print "ready\n"; sleep 30' <<'EOF'
 wait ready
 send \x03
 exit 130 5
