@@ -191,23 +191,14 @@ static void test_pool(void **state) {
   wr_netns_pool_free(pool);
 }
 
-/* The child of test_no_nft_program: nft hidden, a namespace still gets
- * its rules. Exit status 0 when it did. */
-static int prepare_without_nft(void) {
-  static const char *const nft[] = {"/usr/sbin/nft", "/sbin/nft",
-                                    "/usr/local/sbin/nft"};
+/* In a child: a new namespace from a pool of none, entered, with its
+ * filter in force. An exit status for the parent (0: all is well). */
+static int new_namespace_filters(void) {
   struct wr_netns_pool *pool = NULL;
   struct wr_netns ns;
   wr_error_t err = {0};
   const char *why;
 
-  if (unshare(CLONE_NEWNS) < 0 ||
-      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    return 2;
-  for (size_t i = 0; i < WR_ARRAY_SIZE(nft); i++)
-    if (access(nft[i], F_OK) == 0 &&
-        mount("/dev/null", nft[i], NULL, MS_BIND, NULL) < 0)
-      return 3;
   if (wr_netns_pool_new(0, &pool, &err) < 0 ||
       wr_netns_take(pool, &ns, &err) < 0) {
     fprintf(stderr, "%s\n", err.msg);
@@ -221,22 +212,43 @@ static int prepare_without_nft(void) {
   return why != NULL ? 6 : 0;
 }
 
+/* Run fn in a child (it changes the process: mounts, descriptors) and
+ * expect it to exit 0. */
+static void in_child(int (*fn)(void)) {
+  int status = 0;
+  pid_t pid = fork();
+
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(fn());
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* The child of test_no_nft_program: nft hidden, a namespace still gets
+ * its rules. Exit status 0 when it did. */
+static int prepare_without_nft(void) {
+  static const char *const nft[] = {"/usr/sbin/nft", "/sbin/nft",
+                                    "/usr/local/sbin/nft"};
+
+  if (unshare(CLONE_NEWNS) < 0 ||
+      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return 2;
+  for (size_t i = 0; i < WR_ARRAY_SIZE(nft); i++)
+    if (access(nft[i], F_OK) == 0 &&
+        mount("/dev/null", nft[i], NULL, MS_BIND, NULL) < 0)
+      return 3;
+  return new_namespace_filters();
+}
+
 /* The rules are loaded in-process: a host without the nft program (here
  * hidden under /dev/null in a mount namespace of the test's own) still
  * gives sandboxes their filter. */
 static void test_no_nft_program(void **state) {
-  int status = 0;
-  pid_t pid;
-
   (void)state;
   need_root();
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0)
-    _exit(prepare_without_nft());
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
+  in_child(prepare_without_nft);
 }
 
 /* A daemon with many sandboxes holds more than FD_SETSIZE descriptors;
@@ -245,10 +257,6 @@ static void test_no_nft_program(void **state) {
  * descriptors stay few. */
 static int prepare_with_many_fds(void) {
   struct rlimit rl = {4096, 4096};
-  struct wr_netns_pool *pool = NULL;
-  struct wr_netns ns;
-  wr_error_t err = {0};
-  const char *why;
   int fd;
 
   if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
@@ -258,32 +266,13 @@ static int prepare_with_many_fds(void) {
   } while (fd >= 0 && fd < 1100);
   if (fd < 0)
     return 3;
-  if (wr_netns_pool_new(0, &pool, &err) < 0 ||
-      wr_netns_take(pool, &ns, &err) < 0) {
-    fprintf(stderr, "%s\n", err.msg);
-    return 4;
-  }
-  if (setns(ns.fd, CLONE_NEWNET) < 0)
-    return 5;
-  why = redirect_fails(&ns);
-  if (why != NULL)
-    fprintf(stderr, "%s\n", why);
-  return why != NULL ? 6 : 0;
+  return new_namespace_filters();
 }
 
 static void test_many_descriptors(void **state) {
-  int status = 0;
-  pid_t pid;
-
   (void)state;
   need_root();
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0)
-    _exit(prepare_with_many_fds());
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
+  in_child(prepare_with_many_fds);
 }
 
 int main(void) {
