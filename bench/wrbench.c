@@ -209,44 +209,31 @@ static void report(const char *what, double *v, int n, const char *peer,
   printf("\n");
 }
 
-static void bench_create_exec(const struct opts *o, wr_http_client_t *c) {
-  double *v = xcalloc((size_t)o->runs, sizeof(double));
-  double *pv = xcalloc((size_t)o->runs, sizeof(double));
-  char *bw[] = {"bwrap", "--unshare-all", "--ro-bind", (char *)o->image,
-                "/",     "--proc",        "/proc",     "--dev",
-                "/dev",  "true",          NULL};
-  int n = 0, pn = 0;
-
-  for (int i = 0; i < o->runs; i++) {
-    char name[32];
-    uint64_t t0;
-    snprintf(name, sizeof(name), "bench-ce-%d", i);
-    destroy(c, name);
-    t0 = wr_mono_ns();
-    if (create(c, name) == 0 && exec_true(c, name) == 0)
-      v[n++] = ms_since(t0);
-    destroy(c, name);
-    t0 = wr_mono_ns();
-    if (run(bw) == 0)
-      pv[pn++] = ms_since(t0);
-  }
-  if (n > 0)
-    report("create + first exec of true", v, n, "bwrap", pn ? pv : NULL, pn);
-  free(v);
-  free(pv);
+/* Through the API: create, then exec `true`. */
+static int api_create_exec(const struct opts *o, wr_http_client_t *c,
+                           char *name) {
+  (void)o;
+  return create(c, name) == 0 && exec_true(c, name) == 0 ? 0 : -1;
 }
 
 /* The two commands a user types, each a new process that connects,
  * asks and prints, as in a shell: `warren create --name N && warren exec
  * N -- true`. */
-static int cli_create_exec(const struct opts *o, char *name) {
+static int cli_create_exec(const struct opts *o, wr_http_client_t *c,
+                           char *name) {
   char *mk[] = {(char *)o->cli, "create", "--name", name, NULL};
   char *ex[] = {(char *)o->cli, "exec", name, "--", "true", NULL};
 
+  (void)c;
   return run_quiet(mk) == 0 && run_quiet(ex) == 0 ? 0 : -1;
 }
 
-static void bench_cli(const struct opts *o, wr_http_client_t *c) {
+/* A new sandbox and its first exec of `true` made by make_one, runs times,
+ * each followed by bwrap running `true` on the same image. */
+static void bench_first_exec(const struct opts *o, wr_http_client_t *c,
+                             const char *what, const char *prefix,
+                             int (*make_one)(const struct opts *,
+                                             wr_http_client_t *, char *)) {
   double *v = xcalloc((size_t)o->runs, sizeof(double));
   double *pv = xcalloc((size_t)o->runs, sizeof(double));
   char *bw[] = {"bwrap", "--unshare-all", "--ro-bind", (char *)o->image,
@@ -257,10 +244,10 @@ static void bench_cli(const struct opts *o, wr_http_client_t *c) {
   for (int i = 0; i < o->runs; i++) {
     char name[32];
     uint64_t t0;
-    snprintf(name, sizeof(name), "bench-cli-%d", i);
+    snprintf(name, sizeof(name), "%s-%d", prefix, i);
     destroy(c, name);
     t0 = wr_mono_ns();
-    if (cli_create_exec(o, name) == 0)
+    if (make_one(o, c, name) == 0)
       v[n++] = ms_since(t0);
     destroy(c, name);
     t0 = wr_mono_ns();
@@ -268,9 +255,9 @@ static void bench_cli(const struct opts *o, wr_http_client_t *c) {
       pv[pn++] = ms_since(t0);
   }
   if (n > 0)
-    report("CLI create + exec true", v, n, "bwrap", pn ? pv : NULL, pn);
+    report(what, v, n, "bwrap", pn ? pv : NULL, pn);
   else
-    fprintf(stderr, "wrbench: `%s create` and `exec` failed\n", o->cli);
+    fprintf(stderr, "wrbench: %s: every run failed\n", what);
   free(v);
   free(pv);
 }
@@ -1065,9 +1052,11 @@ int main(int argc, char **argv) {
   c = connect_daemon(&o);
   printf("warren bench: %d runs, %d sandboxes for the mass test\n", o.runs,
          o.mass);
-  bench_create_exec(&o, c);
+  bench_first_exec(&o, c, "create + first exec of true", "bench-ce",
+                   api_create_exec);
   if (o.cli != NULL)
-    bench_cli(&o, c);
+    bench_first_exec(&o, c, "CLI create + exec true", "bench-cli",
+                     cli_create_exec);
   bench_workspace(&o, c);
   bench_exec(&o, c);
   bench_memory(&o, c);
