@@ -40,6 +40,7 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -446,13 +447,13 @@ static void bench_mass(const struct opts *o, wr_http_client_t *c) {
  * (neither a TLS record nor an HTTP method, so a proxy that sniffs the
  * first bytes decides by address at once). */
 enum { SINK_UPLOAD = 1, SINK_DOWNLOAD = 2, SINK_ECHO = 3 };
-enum net_path { PATH_DIRECT, PATH_CONNECT, PATH_REDIRECT };
+enum net_path { PATH_DIRECT, PATH_RELAY, PATH_CONNECT, PATH_REDIRECT };
 
 #define NET_BUF (256 * 1024)
 
 struct net_opts {
-  struct sockaddr_storage sink, proxy;
-  socklen_t sink_len, proxy_len;
+  struct sockaddr_storage sink, proxy, relay;
+  socklen_t sink_len, proxy_len, relay_len;
   char sink_text[80];
   int netns_fd; /* the sandbox's, or -1: stay in the host's namespace */
   uint64_t bytes;
@@ -578,13 +579,19 @@ out:
   return NULL;
 }
 
-static void *sink_accept(void *arg) {
-  int lfd = (int)(intptr_t)arg;
+/* A listener of the sink's or the relay's: a thread per connection. */
+struct net_listener {
+  int fd;
+  void *(*conn)(void *);
+};
+
+static void *net_accept(void *arg) {
+  const struct net_listener *l = arg;
 
   for (;;) {
     pthread_t t;
     pthread_attr_t attr;
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE)
         continue;
@@ -593,31 +600,142 @@ static void *sink_accept(void *arg) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    if (pthread_create(&t, &attr, sink_conn, (void *)(intptr_t)fd) != 0)
+    if (pthread_create(&t, &attr, l->conn, (void *)(intptr_t)fd) != 0)
       close(fd);
     pthread_attr_destroy(&attr);
   }
 }
 
-static int sink_start(const struct net_opts *o) {
-  int one = 1, fd = socket(o->sink.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* Listen on addr (a port 0 is chosen by the kernel and written back) and
+ * serve each connection with conn on a thread of its own. */
+static int net_listen(struct sockaddr_storage *addr, socklen_t *len,
+                      void *(*conn)(void *), const char *what) {
+  static struct net_listener ls[2];
+  static int nls;
+  int one = 1, fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   pthread_t t;
 
-  if (fd < 0)
-    return -1;
+  if (fd < 0 || nls == 2)
+    goto fail;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (o->sink.ss_family == AF_INET6)
+  if (addr->ss_family == AF_INET6)
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-  if (bind(fd, (const struct sockaddr *)&o->sink, o->sink_len) < 0 ||
-      listen(fd, 1024) < 0 ||
-      pthread_create(&t, NULL, sink_accept, (void *)(intptr_t)fd) != 0) {
-    fprintf(stderr, "wrbench net: sink on %s: %s\n", o->sink_text,
-            strerror(errno));
-    close(fd);
-    return -1;
-  }
+  if (bind(fd, (const struct sockaddr *)addr, *len) < 0 ||
+      listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)addr, len) < 0)
+    goto fail;
+  ls[nls] = (struct net_listener){fd, conn};
+  if (pthread_create(&t, NULL, net_accept, &ls[nls]) != 0)
+    goto fail;
+  nls++;
   pthread_detach(t);
   return 0;
+fail:
+  fprintf(stderr, "wrbench net: %s: %s\n", what, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+/*
+ * The peer of the proxy's tunnels: the least any relay in user space
+ * does, a thread per connection that dials the sink and moves bytes each
+ * way with splice(2) through a pipe (of the size warren's bulk pipes
+ * grow to), with no policy, no protocol and no event loop. Its figures
+ * against the direct connection show what the kernel's two extra socket
+ * hops cost on this host, which no relay can save.
+ */
+#define RELAY_PIPE (256 * 1024)
+
+struct relay_dir {
+  int from, to, pipe[2];
+  size_t piped;
+  bool eof;
+};
+
+/* Move what is there from d->from to d->to; -1 when the connection is
+ * over (an error), 0 otherwise. */
+static int relay_move(struct relay_dir *d) {
+  ssize_t n;
+
+  if (d->piped == 0 && !d->eof) {
+    n = splice(d->from, NULL, d->pipe[1], NULL, RELAY_PIPE,
+               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n == 0) {
+      d->eof = true;
+      shutdown(d->to, SHUT_WR);
+    } else if (n > 0) {
+      d->piped = (size_t)n;
+    } else if (errno != EAGAIN) {
+      return -1;
+    }
+  }
+  if (d->piped > 0) {
+    n = splice(d->pipe[0], NULL, d->to, NULL, d->piped,
+               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0)
+      d->piped -= (size_t)n;
+    else if (n < 0 && errno != EAGAIN)
+      return -1;
+  }
+  return 0;
+}
+
+static const struct net_opts *relay_opts; /* whose sink it dials */
+
+static void *relay_conn(void *arg) {
+  int c = (int)(intptr_t)arg, one = 1;
+  int u = socket(relay_opts->sink.ss_family,
+                 SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct relay_dir d[2] = {{.from = c, .to = u, .pipe = {-1, -1}},
+                           {.from = u, .to = c, .pipe = {-1, -1}}};
+  struct pollfd pf[2] = {{.fd = c}, {.fd = u}};
+  const struct net_opts *o = relay_opts;
+
+  if (u < 0)
+    goto out;
+  setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(u, (const struct sockaddr *)&o->sink, o->sink_len) < 0 &&
+      errno != EINPROGRESS)
+    goto out;
+  fcntl(c, F_SETFL, O_NONBLOCK);
+  for (int i = 0; i < 2; i++) {
+    if (pipe2(d[i].pipe, O_CLOEXEC) < 0)
+      goto out;
+    fcntl(d[i].pipe[1], F_SETPIPE_SZ, RELAY_PIPE);
+  }
+  while (!(d[0].eof && d[0].piped == 0 && d[1].eof && d[1].piped == 0)) {
+    /* Each side: readable while its pipe is empty, writable while the
+     * other's waits for it (connect's end is writable too). */
+    for (int i = 0; i < 2; i++)
+      pf[i].events = (short)((!d[i].eof && d[i].piped == 0 ? POLLIN : 0) |
+                             (d[1 - i].piped > 0 ? POLLOUT : 0));
+    if (poll(pf, 2, 30000) <= 0 || relay_move(&d[0]) < 0 ||
+        relay_move(&d[1]) < 0)
+      break;
+  }
+out:
+  for (int i = 0; i < 2; i++)
+    if (d[i].pipe[0] >= 0) {
+      close(d[i].pipe[0]);
+      close(d[i].pipe[1]);
+    }
+  if (u >= 0)
+    close(u);
+  close(c);
+  return NULL;
+}
+
+static int sink_start(struct net_opts *o) {
+  struct sockaddr_in *a = (struct sockaddr_in *)&o->relay;
+
+  if (net_listen(&o->sink, &o->sink_len, sink_conn, o->sink_text) < 0)
+    return -1;
+  memset(&o->relay, 0, sizeof(o->relay));
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  o->relay_len = sizeof(*a);
+  relay_opts = o;
+  return net_listen(&o->relay, &o->relay_len, relay_conn, "relay");
 }
 
 /* A connection to the sink along path; -1 and a message in why on failure.
@@ -625,9 +743,12 @@ static int sink_start(const struct net_opts *o) {
  * thread has entered it). */
 static int net_open(const struct net_opts *o, enum net_path path, char *why,
                     size_t whysize) {
-  const struct sockaddr_storage *to =
-      path == PATH_CONNECT ? &o->proxy : &o->sink;
-  socklen_t len = path == PATH_CONNECT ? o->proxy_len : o->sink_len;
+  const struct sockaddr_storage *to = path == PATH_CONNECT ? &o->proxy
+                                      : path == PATH_RELAY ? &o->relay
+                                                           : &o->sink;
+  socklen_t len = path == PATH_CONNECT ? o->proxy_len
+                  : path == PATH_RELAY ? o->relay_len
+                                       : o->sink_len;
   struct timeval tv = {30, 0};
   int one = 1, fd = socket(to->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -753,7 +874,7 @@ static double net_conns(const struct net_opts *o, enum net_path path, int n,
   return (wr_mono_ns() - t0) / 1e9;
 }
 
-#define NET_PATHS 3
+#define NET_PATHS 4
 #define NET_ROUNDS 4 /* of the connection test, interleaved */
 
 struct net_result {
@@ -774,7 +895,7 @@ struct net_samples {
  * thread only; the sink's thread stays in the host's). */
 static int net_enter(const struct net_opts *o, enum net_path path, int host_ns,
                      char *why, size_t whysize) {
-  int fd = path == PATH_DIRECT ? host_ns : o->netns_fd;
+  int fd = path == PATH_DIRECT || path == PATH_RELAY ? host_ns : o->netns_fd;
 
   if (fd >= 0 && setns(fd, CLONE_NEWNET) < 0) {
     snprintf(why, whysize, "setns: %s", strerror(errno));
@@ -869,8 +990,10 @@ static int net_measure_all(const struct net_opts *o, int npaths,
   return 0;
 }
 
+/* A figure, the direct one and their ratio, and where there is one the
+ * bare relay's ratio beside it (what any relay gets on this host). */
 static void net_line(const char *what, double v, const char *extra,
-                     double direct, const char *direct_extra,
+                     double direct, const char *direct_extra, double relay,
                      const char *unit) {
   if (v < 0) {
     printf("%-34s %10s", what, "failed");
@@ -881,23 +1004,26 @@ static void net_line(const char *what, double v, const char *extra,
     printf("   direct %.1f %s%s", direct, unit, direct_extra);
     if (v > 0)
       printf(", ratio %.2fx", v / direct);
+    if (v > 0 && relay > 0)
+      printf(" (bare relay %.2fx)", relay / direct);
   }
   printf("\n");
 }
 
 static void net_report(const char *name, const struct net_result *r,
-                       const struct net_result *d) {
+                       const struct net_result *d,
+                       const struct net_result *relay) {
   char what[64], extra[64], dextra[64];
 
   snprintf(what, sizeof(what), "%s upload", name);
-  net_line(what, r->up, "", d->up, "", "MB/s");
+  net_line(what, r->up, "", d->up, "", relay ? relay->up : -1, "MB/s");
   snprintf(what, sizeof(what), "%s download", name);
-  net_line(what, r->down, "", d->down, "", "MB/s");
+  net_line(what, r->down, "", d->down, "", relay ? relay->down : -1, "MB/s");
   snprintf(what, sizeof(what), "%s new connections", name);
   snprintf(extra, sizeof(extra), " (p50 %.3f, p99 %.3f ms)", r->p50, r->p99);
   snprintf(dextra, sizeof(dextra), " (p50 %.3f, p99 %.3f ms)", d->p50, d->p99);
   net_line(what, r->cps, r->cps > 0 ? extra : "", d->cps,
-           d->cps > 0 ? dextra : "", "conn/s");
+           d->cps > 0 ? dextra : "", relay ? relay->cps : -1, "conn/s");
   if (r->why[0] != '\0')
     printf("  %s: %s\n", name, r->why);
 }
@@ -927,7 +1053,8 @@ static int net_main(int argc, char **argv) {
                        .redirect = true};
   const char *pid = NULL, *proxy = "127.0.0.1:3128", *sink = NULL;
   struct net_result r[NET_PATHS];
-  struct net_result *direct = &r[PATH_DIRECT], *via_connect = &r[PATH_CONNECT],
+  struct net_result *direct = &r[PATH_DIRECT], *relay = &r[PATH_RELAY],
+                    *via_connect = &r[PATH_CONNECT],
                     *via_redirect = &r[PATH_REDIRECT];
   int ch;
 
@@ -990,13 +1117,14 @@ static int net_main(int argc, char **argv) {
          sink, (unsigned long long)(o.bytes >> 20), o.runs, o.conns, proxy,
          pid ? " in the sandbox's namespace" : "");
   fflush(stdout);
-  if (net_measure_all(&o, o.redirect ? 3 : 2, r) < 0)
+  if (net_measure_all(&o, o.redirect ? 4 : 3, r) < 0)
     return 1;
   if (direct->why[0] != '\0')
     printf("  direct: %s\n", direct->why);
-  net_report("CONNECT", via_connect, direct);
+  net_report("bare relay (peer)", relay, direct, NULL);
+  net_report("CONNECT", via_connect, direct, relay);
   if (o.redirect)
-    net_report("redirected TCP", via_redirect, direct);
+    net_report("redirected TCP", via_redirect, direct, relay);
   return via_connect->why[0] != '\0' || direct->why[0] != '\0' ||
          (o.redirect && via_redirect->why[0] != '\0');
 }
