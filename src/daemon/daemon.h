@@ -40,6 +40,8 @@ struct wr_daemon_config {
                                 trusted inside sandboxes; NULL: none */
   char *const *sandbox_cas;  /* more CA files trusted inside, NULL-ended;
                                 may be NULL */
+  const char *npm_registry;  /* the npm registry's URL, or NULL to ask
+                                the host's npm (`npm config get registry`) */
   char **resolvers;          /* DNS servers "ADDR[:PORT]" (NULL-ended), or
                                 NULL for /etc/resolv.conf's */
   unsigned netns_pool;       /* network namespaces kept ready */

@@ -1348,8 +1348,9 @@ static void fetch_done(struct wr_job *job) {
   wr_job_queue(b->d, &b->fetch_job);
 }
 
-/* The registry is the one the host's npm names (network.c asks it at
- * start); a host without npm builds with Debian's Node instead. */
+/* The registry is warrend's --npm-registry, else the one the host's npm
+ * names (network.c asks it at start); without either, the build fails
+ * with what to do. */
 static void start_fetch(struct wr_image_build *b) {
   const char *url;
   bool pending;
@@ -1358,9 +1359,11 @@ static void start_fetch(struct wr_image_build *b) {
   url = wr_network_npm_registry_url(b->d, &pending);
   b->phase = PHASE_NODE_FETCH;
   if (url == NULL) {
-    fail_and_clean(b, xstrdup("the host's npm registry is unknown (npm "
-                              "on the host did not name one; see the "
-                              "daemon's log); use --node debian"));
+    fail_and_clean(b, xstrdup("the npm registry is unknown: npm on the "
+                              "host did not name one (see the daemon's "
+                              "log); install npm, start warrend with "
+                              "--npm-registry URL, or build with --node "
+                              "debian"));
     return;
   }
   if (wr_node_package(&b->node_package, &err) < 0) {

@@ -54,6 +54,9 @@ static const char usage[] =
     "                     (default /usr/local/share/ca-certificates, read\n"
     "                     again at each sandbox start)\n"
     "  --no-host-cas      do not trust the host's added CAs inside sandboxes\n"
+    "  --npm-registry URL the npm registry that `@npm-registry` allows and\n"
+    "                     images take Node.js from (default: the one npm on\n"
+    "                     the host is configured with)\n"
     "  --resolver ADDR[:PORT]\n"
     "                     a DNS server that the proxy's resolver asks, in\n"
     "                     place of those in /etc/resolv.conf (repeatable;\n"
@@ -204,6 +207,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"host-ca-dir", required_argument, NULL, 'A'},
       {"no-host-cas", no_argument, NULL, 'n'},
       {"resolver", required_argument, NULL, 'R'},
+      {"npm-registry", required_argument, NULL, 'P'},
       {"netns-pool", required_argument, NULL, 'N'},
       {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
@@ -262,6 +266,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       break;
     case 'R':
       cfg->resolvers = wr_strv_push(cfg->resolvers, optarg);
+      break;
+    case 'P':
+      cfg->npm_registry = optarg;
       break;
     case 'N':
       cfg->netns_pool = parse_pool(optarg);

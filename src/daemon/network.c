@@ -334,28 +334,36 @@ static int registry_host(const char *url, char **out, wr_error_t *err) {
   return 0;
 }
 
+/* url becomes the registry: `@npm-registry`'s host and port, and where
+ * images take Node.js from. */
+static int set_registry(struct wr_network *nw, const char *url,
+                        wr_error_t *err) {
+  char *host = NULL;
+
+  if (registry_host(url, &host, err) < 0)
+    return -1;
+  wr_info("policy: npm's registry is %s", host);
+  free(nw->npm_registry);
+  nw->npm_registry = host;
+  free(nw->npm_registry_url);
+  nw->npm_registry_url = xstrdup(url);
+  return 0;
+}
+
 static void npm_done(struct wr_job *job) {
   struct npm_query *q = job->arg;
   struct wr_network *nw = q->nw;
-  char *host = NULL;
   wr_error_t err;
 
   nw->npm = NULL;
   if (!nw->stopping && job->result == 0) {
     q->output[strcspn(q->output, "\r\n")] = '\0';
-    if (registry_host(q->output, &host, &err) < 0) {
+    if (set_registry(nw, q->output, &err) < 0)
       wr_warn("policy: npm's registry: %s; the balanced preset leaves it "
               "out",
               err.msg);
-    } else {
-      wr_info("policy: npm's registry is %s", host);
-      free(nw->npm_registry);
-      nw->npm_registry = host;
-      free(nw->npm_registry_url);
-      nw->npm_registry_url = xstrdup(q->output);
-      if (wr_network_rebuild_policy(nw, &err) < 0)
-        wr_warn("policy: %s", err.msg);
-    }
+    else if (wr_network_rebuild_policy(nw, &err) < 0)
+      wr_warn("policy: %s", err.msg);
   } else if (!nw->stopping) {
     wr_warn("policy: cannot ask npm for its registry (%s); the balanced "
             "preset leaves it out",
@@ -780,12 +788,16 @@ int wr_network_init(struct wr_daemon *d, wr_error_t *err) {
   if (nw->data_dir != NULL)
     wr_info("data files in %s", nw->data_dir);
   find_apt_hosts(nw);
+  if (d->cfg.npm_registry != NULL &&
+      set_registry(nw, d->cfg.npm_registry, err) < 0)
+    return wr_error_wrap(err, "--npm-registry");
   if (scan_trust(nw, err) < 0 || make_engine(nw, err) < 0 ||
       wr_network_rebuild_policy(nw, err) < 0 ||
       wr_network_reload_secrets(nw, err) < 0)
     return wr_error_wrap(err, "network");
   republish(nw);
-  ask_npm(nw); /* also when another preset is in force: it may change */
+  if (d->cfg.npm_registry == NULL)
+    ask_npm(nw); /* also when another preset is in force: it may change */
   return 0;
 }
 

@@ -351,6 +351,27 @@ test_host_chosen_registry_on_a_private_address() {
   assert_not_contains "$out" "host-chosen"
 }
 
+# warrend --npm-registry names the registry without asking npm (a host
+# without npm, or one whose npm is configured for someone else): the preset
+# has it, host-chosen, and a URL that is not http(s) stops the start.
+test_npm_registry_option() {
+  local out
+  reg_start
+  TRUST_RESTARTED=1
+  restart --npm-registry "http://reg.trust.test:$REG_PORT/"
+  "$WARREN" policy init balanced >/dev/null
+  out=$("$WARREN" policy ls --wide)
+  assert_contains "$out" "reg.trust.test"
+  assert_contains "$out" "preset balanced: npm registry (host-chosen: private addresses allowed)"
+  out=$("$WARREN" policy check network "reg.trust.test:$REG_PORT")
+  assert_contains "$out" "allowed: allow reg.trust.test:$REG_PORT (preset balanced: npm registry)"
+  stop_daemon
+  out=$(timeout 20 "$WR_BIN/warrend" --root "$WR_ROOT" --socket "$WR_SOCK" \
+    --cgroup-parent "$WR_CG_PARENT" --npm-registry ftp://reg.trust.test/ 2>&1) &&
+    fail "warrend started with an ftp registry"
+  assert_contains "$out" "--npm-registry: \`ftp://reg.trust.test/\` is not an http(s) URL"
+}
+
 test_host_chosen_registry_never_loopback_or_metadata() {
   local out name
   command -v npm >/dev/null || skip "npm is not installed on the host"
