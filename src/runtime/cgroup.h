@@ -83,6 +83,18 @@ void wr_cgroup_fini(struct wr_cgroup *cg);
 int wr_cgroup_favor_dynmods(const struct wr_cgroup *cg, const char *dir,
                             wr_error_t *err);
 
+/* v1: a thread that starts the RCU grace period a sandbox's first move
+ * into its cgroups waits for, when a start begins (cgprime.c). *out is
+ * NULL on v2, where no move is needed, and when no hierarchy fits. */
+struct wr_cgroup_primer;
+int wr_cgroup_primer_new(const struct wr_cgroup *cg,
+                         struct wr_cgroup_primer **out, wr_error_t *err);
+/* A start begins: make a move soon, unless one is pending. NULL: nothing. */
+void wr_cgroup_prime(struct wr_cgroup_primer *p);
+/* How many moves it has made. */
+unsigned wr_cgroup_primer_moves(struct wr_cgroup_primer *p);
+void wr_cgroup_primer_free(struct wr_cgroup_primer *p);
+
 /*
  * Socket buffers on cgroup v1. The v1 memory controller charges a
  * sandbox's TCP buffers only to a group whose

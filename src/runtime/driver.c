@@ -80,6 +80,8 @@ int wr_rt_new(const struct wr_runtime_config *cfg, struct wr_runtime **out,
       wr_cgroup_init(&rt->cg, force, cfg->cgroup_parent, cfg->cgroup_v2_mount,
                      err) < 0 ||
       favor_dynmods(rt, cfg, err) < 0 ||
+      (!cfg->cgroup_favor_dynmods &&
+       wr_cgroup_primer_new(&rt->cg, &rt->primer, err) < 0) ||
       wr_netns_pool_new(cfg->netns_pool, &rt->netns_pool, err) < 0) {
     wr_rt_free(rt);
     return -1;
@@ -100,6 +102,7 @@ void wr_rt_free(struct wr_runtime *rt) {
   free(rt->sandboxes_dir);
   free(rt->mkfs_path);
   wr_netns_pool_free(rt->netns_pool);
+  wr_cgroup_primer_free(rt->primer);
   wr_view_free(rt->view);
   free(rt);
 }
@@ -464,10 +467,28 @@ static void close_start_fds(struct start_fds *f) {
     close(f->cgroups[i]);
 }
 
+/*
+ * The sandbox's cgroups, first thing in a start. On v1 the start then
+ * begins the grace period that moving warren-init in will wait for
+ * (cgprime.c), while it mounts the root and prepares the rest. Making a
+ * cgroup takes the kernel's cgroup_mutex, which a move holds through its
+ * wait: so the groups are made before, not after.
+ */
+static int make_cgroups(struct wr_runtime *rt, const struct wr_rt_spec *s,
+                        wr_error_t *err) {
+  struct wr_cgroup_limits lim = {s->memory_bytes, s->cpus, s->pids};
+
+  /* A cgroup left by a sandbox that died with the host is emptied first. */
+  if (rt->cg.ops->kill(&rt->cg, s->id, NULL) < 0 ||
+      rt->cg.ops->create(&rt->cg, s->id, &lim, err) < 0)
+    return wr_error_wrap(err, "start sandbox `%s`", s->id);
+  wr_cgroup_prime(rt->primer);
+  return 0;
+}
+
 static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
                           const char *dir, struct start_fds *f,
                           wr_error_t *err) {
-  struct wr_cgroup_limits lim = {s->memory_bytes, s->cpus, s->pids};
   _cleanup_free_ char *log = xasprintf("%s/init.log", dir);
 
   f->log = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -475,10 +496,6 @@ static int open_start_fds(struct wr_runtime *rt, const struct wr_rt_spec *s,
     return wr_error_set(err, errno, "open `%s`", log);
   f->seccomp = wr_seccomp_memfd(rt->seccomp_progs, rt->seccomp_len, err);
   if (f->seccomp < 0)
-    return -1;
-  /* A cgroup left by a sandbox that died with the host is emptied first. */
-  if (rt->cg.ops->kill(&rt->cg, s->id, NULL) < 0 ||
-      rt->cg.ops->create(&rt->cg, s->id, &lim, err) < 0)
     return -1;
   f->cgroup_dir = rt->cg.ops->open_dir(&rt->cg, s->id);
   return rt->cg.ops->open_procs(&rt->cg, s->id, f->cgroups, &f->ncgroups, err);
@@ -563,6 +580,8 @@ int wr_rt_start(struct wr_runtime *rt, const struct wr_rt_spec *spec,
 
   _cleanup_close_ int rootfd = -1;
 
+  if (make_cgroups(rt, spec, err) < 0)
+    return -1;
   if (wr_userns_create(spec->slot, &userns, err) < 0 ||
       ensure_mounted(rt, spec, userns, false, err) < 0 ||
       (rootfd = wr_rt_open_root(rt, spec, err)) < 0 ||
@@ -602,6 +621,8 @@ int wr_rt_create(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   bool walking = false;
   int r;
 
+  if (make_cgroups(rt, spec, err) < 0)
+    return -1;
   if (wr_userns_create(spec->slot, &userns, err) < 0)
     return wr_error_wrap(err, "create sandbox `%s`", spec->id);
   if ((rootfd = prepare_in(rt, spec, userns, err)) < 0)

@@ -20,6 +20,7 @@ struct wr_runtime {
   struct wr_cgroup cg;
   char *mkfs_path;                  /* mkfs.ext4 for disk images, or NULL */
   struct wr_netns_pool *netns_pool; /* locked inside; see netns.c */
+  struct wr_cgroup_primer *primer;  /* v1 only; locked inside (cgprime.c) */
   bool loop_ok;                     /* /dev/loop-control is usable */
   struct wr_view *view;             /* lxcfs; locked inside, see view.c */
   cpu_set_t cpus;                   /* the CPUs warrend may use */
