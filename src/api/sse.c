@@ -78,7 +78,7 @@ static int dispatch(struct wr_sse_decoder *d, wr_sse_event_fn fn, void *arg,
     wr_buf_append(&d->event, "", 1);
     ev.id = d->last_id;
     ev.has_id = d->has_id;
-    ev.event = d->event.len > 1 ? d->event.data : "message";
+    ev.event = d->event.data[0] != '\0' ? d->event.data : "message";
     ev.data = d->data.data;
     ev.data_len = d->data.len - 1;
     rc = fn(arg, &ev, err);
