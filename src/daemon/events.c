@@ -352,12 +352,14 @@ static void pump(struct sub *s) {
   _cleanup_(wr_buf_free) wr_buf_t b = {0};
   size_t i;
 
-  if (s->waiting || s->gone)
+  if (s->gone)
     return;
   if (s->cursor < ev->dropped_id) {
     cut_off(s);
     return;
   }
+  if (s->waiting)
+    return;
   s->pumping++;
   for (i = wr_event_ring_after(&ev->ring, s->cursor);
        i < ev->ring.len && !s->gone && !s->waiting; i++) {
