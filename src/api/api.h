@@ -325,4 +325,43 @@ const char *wr_http_framing_header(struct wr_http_framing *f, const char *name,
  * HTTP/1.0). */
 const char *wr_http_framing_end(const struct wr_http_framing *f, bool http10);
 
+/* ---- Server-Sent Events (sse.c) ----------------------------------------
+ * The text/event-stream format: an encoder for the server and a bounded,
+ * incremental decoder for clients.
+ */
+
+/* Append one event: "id: N" (unless id is 0), "event: NAME" (unless
+ * NULL), one "data:" line per line of data, and the blank line. */
+void wr_sse_encode(wr_buf_t *out, uint64_t id, const char *event,
+                   const char *data);
+/* Append a comment (": text"), which readers ignore: a heartbeat. */
+void wr_sse_comment(wr_buf_t *out, const char *text);
+
+struct wr_sse_event {
+  uint64_t id;       /* the last event id seen (it persists across events) */
+  bool has_id;       /* whether any id was seen yet */
+  const char *event; /* "message" when the event named none */
+  const char *data;  /* NUL-terminated; lines joined with LF */
+  size_t data_len;
+};
+
+/* Called for each event: 0 goes on, any other value stops wr_sse_feed,
+ * which returns it (negative: err is filled). Strings valid for the call. */
+typedef int (*wr_sse_event_fn)(void *arg, const struct wr_sse_event *ev,
+                               wr_error_t *err);
+
+struct wr_sse_decoder {
+  wr_buf_t line, data, event;
+  uint64_t last_id;
+  bool has_id, has_data, after_cr;
+  size_t max; /* longest line, and most data in one event */
+};
+
+void wr_sse_decoder_init(struct wr_sse_decoder *d, size_t max);
+void wr_sse_decoder_free(struct wr_sse_decoder *d);
+/* Feed bytes as they come. Returns 0, what fn returned, or -1 with err
+ * (E2BIG past the bound, EPROTO for an id that is not a number). */
+int wr_sse_feed(struct wr_sse_decoder *d, const char *data, size_t len,
+                wr_sse_event_fn fn, void *arg, wr_error_t *err);
+
 #endif

@@ -98,6 +98,7 @@ int wr_cli_cmd_policy(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_secret(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_ports(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_diff(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_events(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 
@@ -246,6 +247,19 @@ int wr_cli_diff_parse(int argc, char **argv, struct wr_cli_diff_opts *o,
  * object store and logs counted per directory, hooks and git config
  * pointed out. */
 void wr_cli_diff_print(FILE *out, const json_t *diff);
+
+/* `warren events` (events.c). */
+struct wr_cli_events_opts {
+  uint64_t since;
+  const char *sandbox, *types; /* borrowed from argv; NULL: all */
+  bool follow, json, help;
+};
+int wr_cli_events_parse(int argc, char **argv, struct wr_cli_events_opts *o,
+                        wr_error_t *err);
+/* GET /v1/events?follow=...&since=... with the filters (caller frees). */
+char *wr_cli_events_path(const struct wr_cli_events_opts *o, uint64_t since);
+/* "12:03:04.512  created  web (sb-abc123)  reason=..." (caller frees). */
+char *wr_cli_event_line(const json_t *ev);
 
 /* ---- option helpers (args.c) --------------------------------------------- */
 

@@ -26,6 +26,8 @@ static const struct wr_cli_command commands[] = {
     {"rm", "Delete sandboxes", wr_cli_cmd_rm},
     {"cp", "Copy files between the host and a sandbox", wr_cli_cmd_cp},
     {"ports", "Publish a sandbox's ports on the host", wr_cli_cmd_ports},
+    {"events", "Print or follow sandboxes' lifecycle events",
+     wr_cli_cmd_events}, /* events.c */
     {"policy", "Control where sandboxes may connect", wr_cli_cmd_policy},
     {"secret", "Store credentials the proxy adds for sandboxes",
      wr_cli_cmd_secret},

@@ -3,6 +3,7 @@
  * helpers every handler shares.
  */
 #include "daemon/daemon_internal.h"
+#include "daemon/events.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -58,6 +59,7 @@ static const struct wr_http_route routes[] = {
     {"DELETE", "/v1/secrets/{service}", wr_api_secret_delete, 0},
     {"GET", "/v1/kits", wr_api_kit_list, 0},
     {"GET", "/v1/kits/{name}", wr_api_kit_get, 0},
+    {"GET", "/v1/events", wr_api_events, 0}, /* events.c */
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {
@@ -235,7 +237,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
     return wr_error_set(err, errno, "chmod `%s`", cfg->root);
   if (wr_store_open(db, &d->store, err) < 0 ||
       wr_store_netlog_set_limits(d->store, &cfg->policy_log, err) < 0 ||
-      wr_daemon_register_root(d, err) < 0)
+      wr_daemon_register_root(d, err) < 0 ||
+      wr_events_init(d, cfg->events_journal, err) < 0) /* events.c */
     return -1;
   rc.cgroup_parent = d->cgroup_parent;
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
@@ -379,6 +382,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_network_shutdown(d);
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
+  wr_events_shutdown(d); /* events.c: streams end before the server */
   if (d->http != NULL) {
     wr_http_server_close(d->http, NULL, NULL); /* removes its own socket */
     d->http = NULL;
@@ -388,6 +392,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
 }
 
 void wr_daemon_fini(struct wr_daemon *d) {
+  wr_events_free(d); /* events.c */
   wr_network_free(d);
   wr_rt_free(d->rt);
   wr_store_close(d->store);

@@ -48,11 +48,13 @@ struct wr_daemon_config {
   bool cgroup_favor_dynmods; /* v1: cgroup moves without an RCU wait */
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */
+  size_t events_journal; /* lifecycle events kept (events.c); 0: default */
 };
 
 struct wr_sandbox;
 struct wr_image_build;
 struct wr_network;
+struct wr_events;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -65,6 +67,7 @@ struct wr_daemon {
   struct wr_sandbox *sandboxes;  /* list of sandboxes known to this daemon */
   struct wr_image_build *builds; /* image builds in progress */
   struct wr_network *network;    /* egress, secrets, ports (network.c) */
+  struct wr_events *events;      /* lifecycle events (events.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

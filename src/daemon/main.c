@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "daemon/daemon.h"
+#include "daemon/events.h" /* events.c: the journal bounds */
 
 static struct wr_daemon daemon_state;
 
@@ -74,6 +75,9 @@ static const char usage[] =
     "                     first (default 100000)\n"
     "  --policy-log-sandbox-max N\n"
     "                     and at most N of each sandbox (default 10000)\n"
+    "  --events-journal N the lifecycle events kept for replay, in memory\n"
+    "                     and in the database (16 to 1048576; default "
+    "4096)\n"
     "  --log-level L      error, warn, info or debug (default info)\n"
     "  --log-json         log one JSON object per line\n"
     "  -h, --help         show this help\n";
@@ -163,6 +167,17 @@ static unsigned parse_pool(const char *s) {
   return (unsigned)n;
 }
 
+/* events.c's journal size. */
+static size_t parse_journal(const char *s) {
+  uint64_t n;
+  wr_error_t err;
+
+  if (wr_parse_u64(s, WR_EVENTS_JOURNAL_MIN, WR_EVENTS_JOURNAL_MAX, &n, &err) <
+      0)
+    die_usage("--events-journal takes 16 to 1048576 events, not", s);
+  return (size_t)n;
+}
+
 /* A group name or number. */
 static gid_t parse_group(const char *s) {
   struct group *g = getgrnam(s);
@@ -212,6 +227,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
+      {"events-journal", required_argument, NULL, 'E'}, /* events.c */
       {"log-level", required_argument, NULL, 'L'},
       {"log-json", no_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},
@@ -283,6 +299,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       cfg->policy_log.sandbox_max =
           parse_entries("--policy-log-sandbox-max", optarg);
       sandbox_max_given = true;
+      break;
+    case 'E': /* events.c */
+      cfg->events_journal = parse_journal(optarg);
       break;
     case 'L':
       *level = parse_level(optarg);

@@ -11,6 +11,7 @@
  * sandbox is stopped when warren-init's pidfd says it has exited.
  */
 #include "daemon/daemon_internal.h"
+#include "daemon/events.h" /* events.c */
 #include "daemon/network_internal.h"
 
 #include <fcntl.h>
@@ -106,6 +107,7 @@ void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
                           const char *error) {
   /* `error` may be sb->error itself (a stop keeps the reason it had). */
   char *copy = error ? xstrdup(error) : NULL;
+  enum wr_sandbox_state from = sb->state; /* events.c */
   wr_error_t err;
 
   sb->state = s;
@@ -115,6 +117,7 @@ void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
   if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s],
                                  sb->error, &err) < 0)
     wr_err("sandbox %s: %s", sb->id, err.msg);
+  wr_events_state_change(sb, from); /* events.c */
 }
 
 void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
@@ -582,6 +585,9 @@ static void create_done(struct wr_job *job) {
   if (job->result < 0) {
     wr_warn("create sandbox %s: %s", sb->name, job->err.msg);
     wr_http_reply_error(j->req, 500, "create_failed", "%s", job->err.msg);
+    wr_events_emit(
+        sb->d, "error", sb, /* events.c */
+        json_pack("{s:s,s:s}", "during", "create", "message", job->err.msg));
     wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
     wr_daemon_release_slot(sb->d, sb->id);
     table_remove(sb);
@@ -1204,6 +1210,7 @@ static void remove_done(struct wr_job *job) {
     wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
     wr_daemon_release_slot(sb->d, sb->id);
     wr_info("sandbox %s removed", sb->name);
+    wr_events_emit(sb->d, "removed", sb, NULL); /* events.c */
     table_remove(sb);
     if (j->req != NULL)
       wr_http_reply_empty(j->req, 204);

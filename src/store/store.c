@@ -107,6 +107,16 @@ static const char *const migrations[] = {
      * whether it was built --minimal. */
     ("ALTER TABLE images ADD COLUMN node_json TEXT;"
      "ALTER TABLE images ADD COLUMN minimal INTEGER NOT NULL DEFAULT 0;"),
+    /* 5: the lifecycle events' journal (events.c). The id is the event's
+     * own, handed out by the daemon; sandbox_id has no reference, so that
+     * a sandbox's last events outlive it. */
+    ("CREATE TABLE events ("
+     "  id INTEGER PRIMARY KEY,"
+     "  time_ms INTEGER NOT NULL,"
+     "  type TEXT NOT NULL,"
+     "  sandbox_id TEXT,"
+     "  json TEXT NOT NULL"
+     ");"),
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

@@ -307,4 +307,27 @@ int wr_roots_claimed(wr_store_t *st, const char *root_id, char ***sandbox_ids,
 void wr_root_rec_free(struct wr_root_rec *rec);
 void wr_root_recs_free(struct wr_root_rec *recs, size_t n);
 
+/* ---- lifecycle events (events.c) --------------------------------------- */
+
+/* An event as journalled: json is the whole event object, serialised. */
+struct wr_event_rec {
+  int64_t id; /* > 0, handed out by the daemon */
+  int64_t time_ms;
+  char *type;
+  char *sandbox_id; /* may be NULL */
+  char *json;
+};
+
+int wr_store_event_add(wr_store_t *st, const struct wr_event_rec *rec,
+                       wr_error_t *err);
+/* Keep only the newest `keep` events. */
+int wr_store_event_trim(wr_store_t *st, size_t keep, wr_error_t *err);
+/* The newest `limit` events, oldest first. */
+int wr_store_event_list_last(wr_store_t *st, size_t limit,
+                             struct wr_event_rec **recs, size_t *n,
+                             wr_error_t *err);
+/* The highest id journalled, 0 when there is none. */
+int wr_store_event_max_id(wr_store_t *st, int64_t *id, wr_error_t *err);
+void wr_event_recs_free(struct wr_event_rec *recs, size_t n);
+
 #endif

@@ -930,6 +930,37 @@ static void test_ports_parse(void **state) {
   assert_int_equal(wr_cli_ports_parse(ARGC(none), none, &o, &err), -1);
 }
 
+/* `warren events`: options, the request path (escaped filters, the
+ * reconnect's since) and the human line with its details. */
+static void test_events_parse_and_print(void **state) {
+  char **all = ARGV("events", "-f", "--json", "--since", "12", "--sandbox",
+                    "my web", "--type", "paused,resumed");
+  char **bad = ARGV("events", "--since", "x");
+  char **extra = ARGV("events", "web");
+  struct wr_cli_events_opts o;
+  wr_error_t err = {0};
+  _cleanup_free_ char *path = NULL;
+  _cleanup_free_ char *line = NULL;
+  _cleanup_json_ json_t *ev = NULL;
+  (void)state;
+
+  assert_int_equal(wr_cli_events_parse(ARGC(all), all, &o, &err), 0);
+  assert_true(o.follow && o.json);
+  assert_int_equal(o.since, 12);
+  path = wr_cli_events_path(&o, 40);
+  assert_string_equal(path, "/v1/events?follow=true&since=40&sandbox=my%20web"
+                            "&type=paused%2Cresumed");
+  assert_int_equal(wr_cli_events_parse(ARGC(bad), bad, &o, &err), -1);
+  assert_int_equal(wr_cli_events_parse(ARGC(extra), extra, &o, &err), -1);
+  ev = json_pack("{s:I,s:I,s:s,s:{s:s,s:s},s:s}", "id", (json_int_t)3, "time",
+                 (json_int_t)1700000000512, "type", "stopped", "sandbox", "id",
+                 "sb-abc123", "name", "web", "reason", "requested");
+  line = wr_cli_event_line(ev);
+  assert_non_null(strstr(line, ".512  stopped  web (sb-abc123)  "
+                               "reason=requested"));
+  assert_int_equal(line[2], ':');
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dispatch),
@@ -964,6 +995,7 @@ int main(void) {
       cmocka_unit_test(test_secret_trim),
       cmocka_unit_test(test_publish_spec),
       cmocka_unit_test(test_ports_parse),
+      cmocka_unit_test(test_events_parse_and_print),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 4
+#define VERSION 5
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -543,6 +543,7 @@ static void test_migration_2_adds_network_tables(void **state) {
                    "DROP TABLE ports; DROP TABLE policy_log_dropped;"
                    "ALTER TABLE images DROP COLUMN node_json;"
                    "ALTER TABLE images DROP COLUMN minimal;"
+                   "DROP TABLE events;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
@@ -1325,6 +1326,51 @@ static void test_ports(void **state) {
   wr_store_close(st);
 }
 
+/* Events keep their own ids; the journal is trimmed to the newest, which
+ * come back oldest first, and survive a reopen. */
+static void test_events_journal(void **state) {
+  struct fixture *fx = *state;
+  wr_store_t *st = open_ok(fx);
+  struct wr_event_rec *recs = NULL;
+  size_t n = 0;
+  int64_t max = -1;
+  wr_error_t err;
+
+  assert_int_equal(wr_store_event_max_id(st, &max, &err), 0);
+  assert_int_equal(max, 0);
+  for (int64_t id = 1; id <= 10; id++) {
+    _cleanup_free_ char *json = xasprintf("{\"id\":%lld}", (long long)id);
+    struct wr_event_rec rec = {.id = id * 3,
+                               .time_ms = id,
+                               .type = "paused",
+                               .sandbox_id = id % 2 ? "sb-1" : NULL,
+                               .json = json};
+    assert_int_equal(wr_store_event_add(st, &rec, &err), 0);
+  }
+  assert_int_equal(
+      wr_store_event_add(
+          st, &(struct wr_event_rec){.id = 3, .type = "x", .json = "{}"}, &err),
+      -1); /* an id is given once */
+  assert_int_equal(wr_store_event_trim(st, 4, &err), 0);
+  wr_store_close(st);
+  st = open_ok(fx);
+  assert_int_equal(wr_store_event_list_last(st, 100, &recs, &n, &err), 0);
+  assert_int_equal(n, 4);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(recs[i].id, (int64_t)(7 + i) * 3);
+  assert_string_equal(recs[3].json, "{\"id\":10}");
+  assert_null(recs[3].sandbox_id);
+  assert_string_equal(recs[2].sandbox_id, "sb-1");
+  wr_event_recs_free(recs, n);
+  assert_int_equal(wr_store_event_list_last(st, 2, &recs, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(recs[0].id, 27);
+  wr_event_recs_free(recs, n);
+  assert_int_equal(wr_store_event_max_id(st, &max, &err), 0);
+  assert_int_equal(max, 30);
+  wr_store_close(st);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -1366,6 +1412,7 @@ int main(void) {
       T(test_secret_records),
       T(test_secret_names),
       T(test_ports),
+      T(test_events_journal),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
