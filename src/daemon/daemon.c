@@ -58,6 +58,11 @@ static const struct wr_http_route routes[] = {
     {"DELETE", "/v1/secrets/{service}", wr_api_secret_delete, 0},
     {"GET", "/v1/kits", wr_api_kit_list, 0},
     {"GET", "/v1/kits/{name}", wr_api_kit_get, 0},
+    /* Snapshots (snapshots.c). */
+    {"POST", "/v1/sandboxes/{id}/snapshots", wr_api_snapshot_create, 0},
+    {"GET", "/v1/snapshots", wr_api_snapshot_list, 0},
+    {"GET", "/v1/snapshots/{id}", wr_api_snapshot_get, 0},
+    {"DELETE", "/v1/snapshots/{id}", wr_api_snapshot_delete, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {
@@ -238,7 +243,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
       wr_daemon_register_root(d, err) < 0)
     return -1;
   rc.cgroup_parent = d->cgroup_parent;
-  if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
+  if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
+      wr_snapshots_init(d, err) < 0 /* snapshots */)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
                             &d->http, err);
@@ -347,6 +353,7 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
     recover_one(d, sb);
   }
   wr_sandbox_recs_free(recs, n);
+  wr_snapshots_recover(d); /* snapshots: after the sandboxes that use them */
   return 0;
 }
 
@@ -377,6 +384,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_info("shutting down; sandboxes keep running");
   wr_images_shutdown(d);
   wr_network_shutdown(d);
+  wr_snapshots_shutdown(d); /* snapshots */
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   if (d->http != NULL) {
