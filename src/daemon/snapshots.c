@@ -384,7 +384,7 @@ struct snap_job {
   char **flatten; /* the stack below, oldest first, when flattening */
   struct wr_snap_capture cap;
   struct wr_layer_stats stats;
-  double flatten_ms;
+  double flatten_ms, sync_ms;
 };
 
 static const char busy_snapshot[] = "snapshotting";
@@ -421,6 +421,7 @@ static void snap_work(struct wr_job *job) {
   struct snap_job *j = job->arg;
   _cleanup_free_ char *layer = xasprintf("%s/layer", j->dir);
   _cleanup_close_ int fd = -1;
+  uint64_t t0;
   int r;
 
   if (mkdir(j->dir, 0700) < 0) {
@@ -430,12 +431,21 @@ static void snap_work(struct wr_job *job) {
   r = j->flatten ? capture_flat(job->d->rt, j, layer, &job->err)
                  : wr_rt_snapshot_capture(job->d->rt, &j->spec, layer, &j->cap,
                                           &job->err);
-  if (r == 0)
+  /* A flattened layer is counted again; a capture counted as it went. */
+  if (r == 0 && j->flatten != NULL)
     r = wr_layer_measure(layer, &j->stats, &job->err);
-  /* On disk before the row says it is ready. */
+  else if (r == 0)
+    j->stats = (struct wr_layer_stats){.files = j->cap.files,
+                                       .dirs = j->cap.dirs,
+                                       .whiteouts = j->cap.whiteouts,
+                                       .bytes = j->cap.bytes};
+  /* On disk before the row says it is ready (a host crash must not leave
+   * a "ready" snapshot with files missing). */
+  t0 = wr_mono_ns();
   fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (r == 0 && (fd < 0 || syncfs(fd) < 0))
     r = wr_error_set(&job->err, errno, "sync `%s`", j->dir);
+  j->sync_ms = (double)(wr_mono_ns() - t0) / 1e6;
   if (r < 0)
     wr_rm_rf(j->dir, NULL);
   job->result = r;
@@ -443,12 +453,12 @@ static void snap_work(struct wr_job *job) {
 
 static char *capture_info(const struct snap_job *j) {
   _cleanup_json_ json_t *info = json_pack(
-      "{s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:b,s:f}", "live", j->cap.live, "frozen_ms",
-      j->cap.frozen_ms, "total_ms", j->cap.total_ms, "files",
+      "{s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:b,s:f,s:f}", "live", j->cap.live,
+      "frozen_ms", j->cap.frozen_ms, "total_ms", j->cap.total_ms, "files",
       (json_int_t)j->stats.files, "dirs", (json_int_t)j->stats.dirs,
       "whiteouts", (json_int_t)j->stats.whiteouts, "copied_frozen",
       (json_int_t)j->cap.copied_frozen, "flattened", j->flatten != NULL,
-      "flatten_ms", j->flatten_ms);
+      "flatten_ms", j->flatten_ms, "sync_ms", j->sync_ms);
 
   return wr_json_dumps(info);
 }

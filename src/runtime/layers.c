@@ -304,7 +304,6 @@ static int write_file(struct walk *w, int s, int d, const char *name,
     return -1;
   if (st->st_nlink > 1 && entry_path(w, name, p, sizeof(p)) != NULL)
     link_add(&w->links, st, p);
-  w->st->bytes += (uint64_t)st->st_size;
   return 0;
 }
 
@@ -408,6 +407,8 @@ static int sync_entry(struct walk *w, int s, int d, const char *name) {
     return 0;
   }
   w->st->files++;
+  if (S_ISREG(ss.st_mode))
+    w->st->bytes += (uint64_t)ss.st_size;
   return sync_leaf(w, s, d, name, &ss, have ? &ds : NULL);
 }
 

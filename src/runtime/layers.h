@@ -36,7 +36,8 @@ struct wr_layer_stats {
   uint64_t dirs;      /* directories */
   uint64_t links;     /* hard links made instead of copies */
   uint64_t whiteouts; /* whiteouts */
-  uint64_t bytes;     /* bytes of regular files */
+  uint64_t bytes;     /* bytes of regular files (all of them, copied or
+                         matched) */
   uint64_t copied;    /* entries written by this walk (the rest matched) */
   uint64_t skipped;   /* sockets and devices other than whiteouts */
 };
