@@ -13,6 +13,8 @@ static const char help[] =
     "       warren snapshot ls [--json]\n"
     "       warren snapshot inspect S [--json]\n"
     "       warren snapshot rm S...\n"
+    "       warren snapshot export S > FILE\n"
+    "       warren snapshot import [--name S] < FILE\n"
     "\n"
     "Take a disk snapshot of sandbox NAME: a read-only copy of its own\n"
     "files (what it changed over its image). A running sandbox keeps\n"
@@ -29,7 +31,10 @@ static const char help[] =
     "  -h, --help            show this help\n"
     "\n"
     "A snapshot that a sandbox or another snapshot's stack uses cannot be\n"
-    "removed.\n"
+    "removed. `export` writes a snapshot (its whole stack, as one\n"
+    "zstd-compressed stream) to stdout; `import` reads one from stdin and\n"
+    "makes it a snapshot of its own (refusing a corrupt or hostile one,\n"
+    "and leaving nothing behind).\n"
     "\n"
     "Examples:\n"
     "  warren snapshot web --name web-clean\n"
@@ -230,6 +235,86 @@ static int rm_one(const struct wr_cli_ctx *ctx, const char *name, void *arg,
   return 0;
 }
 
+static int cmd_export(const struct wr_cli_ctx *ctx, const struct snap_opts *o) {
+  _cleanup_client_ wr_http_client_t *c = NULL;
+  _cleanup_response_ struct wr_http_response resp = {0};
+  _cleanup_free_ char *path = NULL, *e = NULL;
+  wr_error_t err = {0};
+  char buf[65536];
+  ssize_t n;
+
+  if (o->nargs != 1)
+    return wr_cli_fail(WR_CLI_EXIT_USAGE, "snapshot export takes one name");
+  if (isatty(STDOUT_FILENO))
+    return wr_cli_fail(WR_CLI_EXIT_USAGE,
+                       "the stream is binary: redirect stdout to a file");
+  e = wr_cli_escape(o->args[0]);
+  path = xasprintf("/v1/snapshots/%s/export", e);
+  if (wr_cli_connect(ctx, &c, &err) < 0 ||
+      wr_http_request_stream(c, "GET", path, NULL, NULL, 0, &resp, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (resp.status != 200) {
+    wr_cli_stream_error(c, &resp, &err);
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  }
+  while ((n = wr_http_read_body(c, buf, sizeof(buf), &err)) > 0)
+    if (wr_write_all(STDOUT_FILENO, buf, (size_t)n, &err) < 0)
+      return wr_cli_fail(WR_CLI_EXIT_ERROR, "write: %s", err.msg);
+  if (n < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "the export was cut off: %s",
+                       err.msg);
+  return WR_CLI_EXIT_OK;
+}
+
+static ssize_t stdin_producer(void *arg, char *buf, size_t size) {
+  ssize_t n;
+
+  (void)arg;
+  do
+    n = read(STDIN_FILENO, buf, size);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+static int cmd_import(const struct wr_cli_ctx *ctx, const struct snap_opts *o) {
+  _cleanup_client_ wr_http_client_t *c = NULL;
+  _cleanup_response_ struct wr_http_response resp = {0};
+  _cleanup_free_ char *path = NULL, *e = NULL;
+  _cleanup_json_ json_t *snap = NULL;
+  wr_error_t err = {0};
+  wr_buf_t body;
+  char buf[4096];
+  ssize_t n;
+
+  if (o->nargs != 0)
+    return wr_cli_fail(WR_CLI_EXIT_USAGE,
+                       "snapshot import reads stdin; it takes --name only");
+  if (isatty(STDIN_FILENO))
+    return wr_cli_fail(WR_CLI_EXIT_USAGE, "redirect stdin from a file");
+  e = o->name ? wr_cli_escape(o->name) : NULL;
+  path = e ? xasprintf("/v1/snapshots/import?name=%s", e)
+           : xstrdup("/v1/snapshots/import");
+  if (wr_cli_connect(ctx, &c, &err) < 0 ||
+      wr_http_request_upload(c, "POST", path, "application/zstd",
+                             stdin_producer, NULL, &resp, &err) < 0)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (resp.status != 201) {
+    wr_cli_stream_error(c, &resp, &err);
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  }
+  wr_buf_init(&body);
+  while ((n = wr_http_read_body(c, buf, sizeof(buf), &err)) > 0)
+    wr_buf_append(&body, buf, (size_t)n);
+  snap = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
+  wr_buf_free(&body);
+  if (snap == NULL)
+    return wr_cli_fail(WR_CLI_EXIT_ERROR, "the daemon's reply is not JSON");
+  if (o->json)
+    return wr_cli_print_json(snap) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
+  printf("%s\n", wr_cli_jstr(snap, "name"));
+  return WR_CLI_EXIT_OK;
+}
+
 static int cmd_rm(const struct wr_cli_ctx *ctx, const struct snap_opts *o) {
   if (o->nargs == 0)
     return wr_cli_fail(WR_CLI_EXIT_USAGE, "snapshot rm takes names");
@@ -242,7 +327,8 @@ int wr_cli_cmd_snapshot(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   const char *sub = argc > 1 ? argv[1] : "";
 
   if (strcmp(sub, "ls") == 0 || strcmp(sub, "inspect") == 0 ||
-      strcmp(sub, "rm") == 0) {
+      strcmp(sub, "rm") == 0 || strcmp(sub, "export") == 0 ||
+      strcmp(sub, "import") == 0) {
     if (parse(argc - 1, argv + 1, &o, &err) < 0)
       return wr_cli_usage("snapshot", &err);
   } else if (parse(argc, argv, &o, &err) < 0) {
@@ -256,6 +342,10 @@ int wr_cli_cmd_snapshot(const struct wr_cli_ctx *ctx, int argc, char **argv) {
     return cmd_inspect(ctx, &o);
   if (strcmp(sub, "rm") == 0)
     return cmd_rm(ctx, &o);
+  if (strcmp(sub, "export") == 0)
+    return cmd_export(ctx, &o);
+  if (strcmp(sub, "import") == 0)
+    return cmd_import(ctx, &o);
   return cmd_take(ctx, &o);
 }
 

@@ -63,6 +63,9 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/snapshots", wr_api_snapshot_list, 0},
     {"GET", "/v1/snapshots/{id}", wr_api_snapshot_get, 0},
     {"DELETE", "/v1/snapshots/{id}", wr_api_snapshot_delete, 0},
+    {"GET", "/v1/snapshots/{id}/export", wr_api_snapshot_export, 0},
+    {"POST", "/v1/snapshots/import", wr_api_snapshot_import,
+     WR_ROUTE_STREAM_BODY},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {

@@ -175,6 +175,8 @@ void wr_api_snapshot_create(wr_http_req_t *req, void *ctx);
 void wr_api_snapshot_list(wr_http_req_t *req, void *ctx);
 void wr_api_snapshot_get(wr_http_req_t *req, void *ctx);
 void wr_api_snapshot_delete(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_export(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_import(wr_http_req_t *req, void *ctx);
 
 /* ---- the connection to warren-init (initconn.c) -------------------------- */
 

@@ -19,12 +19,14 @@
  * nothing uses it, checked at start and every EXPIRY_CHECK_MS.
  */
 #include "daemon/daemon_internal.h"
+#include "runtime/layer_stream.h"
 #include "runtime/layers.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #define EXPIRY_CHECK_MS (60 * 1000)
 #define MAX_RETENTION_DAYS 36500.0
@@ -683,4 +685,418 @@ void wr_api_snapshot_delete(wr_http_req_t *req, void *ctx) {
     wr_info("snapshot %s (%s) removed", r.name, r.id);
   }
   wr_snapshot_rec_free(&r);
+}
+
+/* ---- export and import
+ * ------------------------------------------------------------ */
+
+/*
+ * A stream between a job and the client goes through a pipe, as the files
+ * API's tar streams do: for an export the job writes the stream into it
+ * and the loop forwards what it reads; for an import the loop writes the
+ * body into it and the job reads. The request ends once both are done.
+ */
+#define PUMP_CHUNK 65536
+#define PUMP_HIGH_WATER (1u << 20)
+/* An import keeps this much of the state root's filesystem free. */
+#define IMPORT_RESERVE (256ull << 20)
+
+struct pump {
+  struct wr_job job;
+  struct wr_daemon *d;
+  wr_http_req_t *req;
+  uv_poll_t poll;
+  int fd, job_fd;
+  bool poll_init, polling, closing, closed, freed;
+  bool job_done, pipe_done, body_done, aborted, waiting_drain;
+  int body_status;
+  wr_buf_t pending;
+  /* export */
+  char **layers;
+  char *meta;
+  /* import */
+  char *id, *name, *dir;
+  uint64_t max_bytes;
+};
+
+static void pump_closed(uv_handle_t *h) {
+  struct pump *p = h->data;
+
+  p->closed = true;
+  if (p->freed)
+    free(p);
+}
+
+static void pump_stop(struct pump *p) {
+  p->polling = false;
+  if (p->poll_init && !p->closing) {
+    p->closing = true;
+    uv_close((uv_handle_t *)&p->poll, pump_closed);
+  }
+  wr_closep(&p->fd);
+}
+
+static void pump_free(struct pump *p) {
+  pump_stop(p);
+  wr_closep(&p->job_fd);
+  wr_buf_free(&p->pending);
+  wr_strv_free(p->layers);
+  free(p->meta);
+  free(p->id);
+  free(p->name);
+  free(p->dir);
+  p->freed = true;
+  if (!p->poll_init || p->closed)
+    free(p);
+}
+
+static int pump_open(struct wr_daemon *d, struct pump *p, bool out,
+                     wr_error_t *err) {
+  int fds[2];
+
+  if (pipe2(fds, O_CLOEXEC) < 0)
+    return wr_error_set(err, errno, "pipe");
+  p->fd = out ? fds[0] : fds[1];
+  p->job_fd = out ? fds[1] : fds[0];
+  wr_set_nonblock(p->fd, true);
+  if (uv_poll_init(d->loop, &p->poll, p->fd) < 0)
+    return wr_error_set(err, EIO, "poll a pipe");
+  p->poll.data = p;
+  p->poll_init = true;
+  return 0;
+}
+
+static struct pump *pump_new(struct wr_daemon *d, wr_http_req_t *req) {
+  struct pump *p = xcalloc(1, sizeof(*p));
+
+  p->d = d;
+  p->req = req;
+  p->fd = p->job_fd = -1;
+  wr_buf_init(&p->pending);
+  p->job.arg = p;
+  return p;
+}
+
+/* Export: the job's end is closed when it is done (EOF for the loop). */
+static void export_maybe_end(struct pump *p) {
+  if (!p->job_done || !p->pipe_done)
+    return;
+  if (p->job.result < 0) {
+    wr_warn("export: %s", p->job.err.msg);
+    if (!p->aborted)
+      wr_http_stream_abort(p->req);
+  } else if (!p->aborted) {
+    wr_http_stream_end(p->req);
+  }
+  pump_free(p);
+}
+
+static void on_export_readable(uv_poll_t *h, int status, int events) {
+  struct pump *p = h->data;
+  char buf[PUMP_CHUNK];
+  ssize_t n;
+
+  (void)events;
+  n = status < 0 ? -1 : read(p->fd, buf, sizeof(buf));
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (n <= 0) {
+    pump_stop(p);
+    p->pipe_done = true;
+    export_maybe_end(p);
+    return;
+  }
+  if (wr_http_stream_write(p->req, buf, (size_t)n) > PUMP_HIGH_WATER) {
+    p->waiting_drain = true;
+    p->polling = false;
+    uv_poll_stop(&p->poll);
+  }
+}
+
+static void on_export_drain(wr_http_req_t *req, void *arg) {
+  struct pump *p = arg;
+
+  (void)req;
+  if (p->waiting_drain && p->fd >= 0) {
+    p->waiting_drain = false;
+    p->polling = true;
+    uv_poll_start(&p->poll, UV_READABLE, on_export_readable);
+  }
+}
+
+static void on_export_abort(wr_http_req_t *req, void *arg) {
+  struct pump *p = arg;
+
+  (void)req;
+  p->aborted = true;
+  pump_stop(p); /* the job's writes fail: it ends soon */
+  p->pipe_done = true;
+  export_maybe_end(p);
+}
+
+static void export_work(struct wr_job *job) {
+  struct pump *p = job->arg;
+
+  job->result =
+      wr_lstream_export((const char *const *)p->layers, wr_strv_len(p->layers),
+                        p->meta, p->job_fd, &job->err);
+  wr_closep(&p->job_fd);
+}
+
+static void export_done(struct wr_job *job) {
+  struct pump *p = job->arg;
+
+  p->job_done = true;
+  export_maybe_end(p);
+}
+
+void wr_api_snapshot_export(wr_http_req_t *req, void *ctx) {
+  struct wr_daemon *d = ctx;
+  struct wr_snapshot_use u;
+  struct wr_snapshot_rec r;
+  struct pump *p;
+  wr_error_t err;
+
+  if (wr_snapshot_use(d, wr_http_param(req, "id"), &u, &err) < 0) {
+    wr_reply_err(req, &err);
+    return;
+  }
+  if (wr_store_snapshot_get(d->store, u.id, &r, &err) < 0) {
+    wr_snapshot_use_clear(&u);
+    wr_reply_err(req, &err);
+    return;
+  }
+  p = pump_new(d, req);
+  p->layers = xcalloc(1, sizeof(char *));
+  for (size_t i = u.n; i-- > 0;) /* oldest first */
+    p->layers = wr_strv_push(p->layers, u.dirs[i]);
+  {
+    _cleanup_json_ json_t *meta =
+        json_pack("{s:s,s:s,s:I}", "image", r.image, "name", r.name, "layers",
+                  (json_int_t)u.n);
+    p->meta = wr_json_dumps(meta);
+  }
+  wr_snapshot_rec_free(&r);
+  wr_snapshot_use_clear(&u);
+  if (pump_open(d, p, true, &err) < 0) {
+    wr_reply_err(req, &err);
+    pump_free(p);
+    return;
+  }
+  wr_http_stream_begin(req, 200, "application/zstd", NULL);
+  wr_http_on_drain(req, on_export_drain, p);
+  wr_http_on_abort(req, on_export_abort, p);
+  p->polling = true;
+  uv_poll_start(&p->poll, UV_READABLE, on_export_readable);
+  p->job.fn = export_work;
+  p->job.done = export_done;
+  wr_job_queue(d, &p->job);
+}
+
+/* Import: the body goes into the pipe; the job reads it. */
+static void import_maybe_end(struct pump *p) {
+  struct wr_snapshot_rec r;
+  wr_error_t err;
+
+  if (!p->job_done || !p->body_done)
+    return;
+  if (p->job.result == 0 && p->body_status < 0)
+    p->job.result = wr_error_setx(&p->job.err, EINVAL,
+                                  "the upload was cut "
+                                  "short");
+  if (p->job.result < 0) {
+    wr_store_snapshot_delete(p->d->store, p->id, NULL);
+    wr_http_reply_error(p->req, 400, "bad_stream", "%s", p->job.err.msg);
+  } else if (wr_store_snapshot_get(p->d->store, p->id, &r, &err) == 0) {
+    wr_info("snapshot %s (%s) imported", r.name, r.id);
+    wr_http_reply_json(p->req, 201, snapshot_json(p->d, &r));
+    wr_snapshot_rec_free(&r);
+  } else {
+    wr_reply_err(p->req, &err);
+  }
+  pump_free(p);
+}
+
+static void import_flush(struct pump *p);
+
+static void on_import_writable(uv_poll_t *h, int status, int events) {
+  struct pump *p = h->data;
+
+  (void)events;
+  if (status < 0) {
+    pump_stop(p);
+    wr_buf_reset(&p->pending);
+  }
+  import_flush(p);
+}
+
+static void import_flush(struct pump *p) {
+  while (p->fd >= 0 && p->pending.len > 0) {
+    ssize_t n = write(p->fd, p->pending.data, p->pending.len);
+    if (n > 0) {
+      wr_buf_consume(&p->pending, (size_t)n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN) {
+      if (!p->polling) {
+        p->polling = true;
+        uv_poll_start(&p->poll, UV_WRITABLE, on_import_writable);
+      }
+      wr_http_body_pause(p->req, true);
+      return;
+    }
+    pump_stop(p); /* the job stopped reading (it failed) */
+  }
+  if (p->fd < 0)
+    wr_buf_reset(&p->pending);
+  if (p->polling) {
+    p->polling = false;
+    uv_poll_stop(&p->poll);
+  }
+  if (p->body_done) {
+    pump_stop(p); /* EOF for the job */
+    import_maybe_end(p);
+  } else {
+    wr_http_body_pause(p->req, false);
+  }
+}
+
+static void on_import_body(wr_http_req_t *req, const char *data, size_t len,
+                           void *arg) {
+  struct pump *p = arg;
+
+  (void)req;
+  if (p->fd < 0)
+    return;
+  wr_buf_append(&p->pending, data, len);
+  import_flush(p);
+}
+
+static void on_import_end(wr_http_req_t *req, int status, void *arg) {
+  struct pump *p = arg;
+
+  (void)req;
+  p->body_done = true;
+  p->body_status = status;
+  import_flush(p);
+}
+
+/* The stream's image must be a name (it need not exist here yet). */
+static int import_finish(struct wr_daemon *d, struct pump *p, const char *meta,
+                         wr_error_t *err) {
+  _cleanup_json_ json_t *j = json_loads(meta, 0, NULL);
+  _cleanup_free_ char *info = NULL;
+  const char *image = json_string_value(json_object_get(j, "image"));
+  struct wr_layer_stats st;
+  _cleanup_free_ char *layer = xasprintf("%s/layer", p->dir);
+
+  (void)d;
+  if (image == NULL || !wr_name_valid(image))
+    return wr_error_setx(err, EINVAL, "the stream names no valid image");
+  if (wr_layer_measure(layer, &st, err) < 0)
+    return -1;
+  info = xasprintf("{\"imported\":true,\"files\":%llu,\"dirs\":%llu,"
+                   "\"whiteouts\":%llu}",
+                   (unsigned long long)st.files, (unsigned long long)st.dirs,
+                   (unsigned long long)st.whiteouts);
+  /* The image is only known now: the row gets it with the rest. The
+   * store is the loop's, so this is written in import_done. */
+  p->meta = xstrdup(image);
+  free(p->name);
+  p->name = steal_ptr(&info); /* reused: the info text, for the loop */
+  p->max_bytes = st.bytes;
+  return 0;
+}
+
+static void import_work(struct wr_job *job) {
+  struct pump *p = job->arg;
+  _cleanup_free_ char *layer = xasprintf("%s/layer", p->dir);
+  _cleanup_free_ char *meta = NULL;
+  _cleanup_close_ int fd = -1;
+
+  if (mkdir(p->dir, 0700) < 0) {
+    job->result = wr_error_set(&job->err, errno, "mkdir `%s`", p->dir);
+  } else {
+    job->result =
+        wr_lstream_import(p->job_fd, layer, p->max_bytes, &meta, &job->err);
+    if (job->result == 0)
+      job->result = import_finish(job->d, p, meta, &job->err);
+    fd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (job->result == 0 && (fd < 0 || syncfs(fd) < 0))
+      job->result = wr_error_set(&job->err, errno, "sync `%s`", p->dir);
+    if (job->result < 0)
+      wr_rm_rf(p->dir, NULL);
+  }
+  wr_closep(&p->job_fd);
+}
+
+static void import_done(struct wr_job *job) {
+  struct pump *p = job->arg;
+  if (job->result == 0) {
+    /* p->meta: the image; p->name: the info; p->max_bytes: the size. */
+    if (wr_store_snapshot_set_ready(p->d->store, p->id, p->max_bytes, p->name,
+                                    &job->err) < 0 ||
+        wr_store_snapshot_set_image(p->d->store, p->id, p->meta, &job->err) <
+            0) {
+      job->result = -1;
+      wr_rm_rf(p->dir, NULL);
+    }
+  }
+  p->job_done = true;
+  import_maybe_end(p);
+}
+
+static uint64_t free_bytes(const char *dir) {
+  struct statvfs st;
+  uint64_t avail;
+
+  if (statvfs(dir, &st) < 0)
+    return 0;
+  avail = (uint64_t)st.f_bavail * st.f_frsize;
+  return avail > IMPORT_RESERVE ? avail - IMPORT_RESERVE : 0;
+}
+
+void wr_api_snapshot_import(wr_http_req_t *req, void *ctx) {
+  struct wr_daemon *d = ctx;
+  const char *name = wr_http_query(req, "name");
+  _cleanup_free_ char *layers = NULL;
+  struct wr_snapshot_rec rec, old;
+  struct pump *p;
+  wr_error_t err;
+
+  if (name != NULL && !wr_name_valid(name)) {
+    wr_http_reply_error(req, 400, "bad_request", "invalid snapshot name `%s`",
+                        name);
+    return;
+  }
+  if (name != NULL && wr_store_snapshot_get(d->store, name, &old, NULL) == 0) {
+    wr_snapshot_rec_free(&old);
+    wr_http_reply_error(req, 409, "conflict",
+                        "a snapshot named `%s` already exists", name);
+    return;
+  }
+  p = pump_new(d, req);
+  p->id = wr_random_id("snap-", 6);
+  p->dir = snap_dir(d, p->id);
+  p->max_bytes = free_bytes(d->snapshots->dir);
+  layers = xasprintf("[\"%s\"]", p->id);
+  rec = (struct wr_snapshot_rec){.id = p->id,
+                                 .name = (char *)(name ? name : p->id),
+                                 .state = "creating",
+                                 .image = "",
+                                 .layers_json = layers,
+                                 .created_ms = wr_now_ms()};
+  if (wr_store_snapshot_insert(d->store, &rec, &err) < 0 ||
+      pump_open(d, p, false, &err) < 0) {
+    wr_store_snapshot_delete(d->store, p->id, NULL);
+    wr_reply_err(req, &err);
+    pump_free(p);
+    return;
+  }
+  p->job.fn = import_work;
+  p->job.done = import_done;
+  wr_job_queue(d, &p->job);
+  wr_http_body_read(req, on_import_body, on_import_end, p);
 }

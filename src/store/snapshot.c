@@ -130,6 +130,19 @@ int wr_store_snapshot_set_ready(wr_store_t *st, const char *id, uint64_t size,
   return 0;
 }
 
+int wr_store_snapshot_set_image(wr_store_t *st, const char *id,
+                                const char *image, wr_error_t *err) {
+  _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
+
+  if (wr_store_prepare(st, "UPDATE snapshots SET image = ?2 WHERE id = ?1",
+                       &stmt, err) < 0)
+    return -1;
+  if (wr_store_bind_str(stmt, 1, id) != SQLITE_OK ||
+      wr_store_bind_str(stmt, 2, image) != SQLITE_OK)
+    return wr_store_fail(st, err);
+  return wr_store_run(st, stmt, NULL, err);
+}
+
 int wr_store_snapshot_delete(wr_store_t *st, const char *id, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
 

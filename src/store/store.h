@@ -113,6 +113,9 @@ int wr_store_snapshot_list(wr_store_t *st, struct wr_snapshot_rec **recs,
 /* The capture or import is complete. */
 int wr_store_snapshot_set_ready(wr_store_t *st, const char *id, uint64_t size,
                                 const char *info_json, wr_error_t *err);
+/* An import learns its image from the stream. */
+int wr_store_snapshot_set_image(wr_store_t *st, const char *id,
+                                const char *image, wr_error_t *err);
 int wr_store_snapshot_delete(wr_store_t *st, const char *id, wr_error_t *err);
 void wr_snapshot_rec_free(struct wr_snapshot_rec *rec);
 void wr_snapshot_recs_free(struct wr_snapshot_rec *recs, size_t n);

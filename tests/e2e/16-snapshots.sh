@@ -299,3 +299,95 @@ for d in range(200):
   "$WARREN" rm -f kl-child kl-src >/dev/null
   snap_rm_all
 }
+
+# A layer on the host: path, type, mode, owner, size and sha256 of each.
+layer_manifest() { # DIR
+  (cd "$1" && find . -mindepth 1 -printf '%P %y %m %U:%G %s\n' | sort &&
+    find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
+}
+
+# A zstd frame of raw blocks around PAYLOAD (python bytes expression), so
+# that hostile records need no zstd tool.
+zstd_raw() {
+  python3 -c '
+import struct, sys
+data = eval(sys.argv[1])
+out = struct.pack("<I", 0xFD2FB528) + bytes([0x20 | 0x80]) + \
+    struct.pack("<I", len(data))
+h = 1 | (len(data) << 3)
+out += bytes([h & 0xff, (h >> 8) & 0xff, (h >> 16) & 0xff]) + data
+sys.stdout.buffer.write(out)' "$1"
+}
+
+rec() { # TYPE PATH [DATA]: a record as a python bytes expression
+  set -- "$1" "$2" "${3:-}"
+  printf 'bytes([ord("%s"),0]) + struct.pack("<HHHIIIIqQ", %d, 0, 0, 0o644, 0, 0, 0, 0, %d) + b"%s" + b"%s"' \
+    "$1" "${#2}" "${#3}" "$2" "$3"
+}
+
+test_export_then_import_gives_the_same_files() {
+  local a b id imp before
+  snap_rm_all
+  new_sandbox ex-src
+  make_changes ex-src
+  "$WARREN" snapshot ex-src --name ex-snap >/dev/null 2>&1 || fail snapshot
+  "$WARREN" snapshot export ex-snap >"$WR_RUN/ex.zst" || fail export
+  [ "$(head -c 4 "$WR_RUN/ex.zst" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] ||
+    fail "not a zstd stream"
+  imp=$("$WARREN" snapshot import --name ex-imp <"$WR_RUN/ex.zst") ||
+    fail "import: $imp"
+  assert_eq ex-imp "$imp" "import prints the name"
+  id=$(snap_json ex-snap | jq -r .id)
+  a=$(layer_manifest "$WR_ROOT/snapshots/$id/layer")
+  b=$(layer_manifest "$WR_ROOT/snapshots/$(snap_json ex-imp | jq -r .id)/layer")
+  assert_eq "$a" "$b" "the same files, modes, owners, sizes and contents"
+  assert_eq base "$(snap_json ex-imp | jq -r .image)" "image"
+  new_sandbox ex-child --snapshot ex-imp
+  check_changes ex-child
+  "$WARREN" rm -f ex-child ex-src >/dev/null
+  # Junk is refused with a clear error and leaves nothing behind.
+  before=$(ls "$WR_ROOT/snapshots" | sort)
+  head -c 5000 /dev/urandom >"$WR_RUN/junk"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/junk")
+  assert_contains "$out" "zstd" "random bytes"
+  head -c 3000 "$WR_RUN/ex.zst" >"$WR_RUN/cut"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/cut")
+  assert_contains "$out" "short" "a cut stream"
+  zstd_raw 'b"hello, not a layer"' >"$WR_RUN/h"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/h")
+  assert_contains "$out" "not a warren snapshot stream" "wrong magic"
+  local head='b"WRLAYER1" + struct.pack("<I", 16) + b"{\"image\":\"base\"}"'
+  zstd_raw "$head + $(rec L '') + $(rec f '../escape' x) + $(rec E '')" \
+    >"$WR_RUN/h"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/h")
+  assert_contains "$out" "not clean" "path traversal"
+  zstd_raw "$head + $(rec L '') + $(rec d etc) + $(rec l etc/x) + $(rec E '')" \
+    >"$WR_RUN/h"
+  must_fail "$WARREN" snapshot import <"$WR_RUN/h" >/dev/null
+  zstd_raw "$head + $(rec L '') + bytes([ord(\"c\"),0]) + bytes(38) + $(rec E '')" \
+    >"$WR_RUN/h"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/h")
+  assert_contains "$out" "unknown record type" "a device"
+  zstd_raw "$head + $(rec L '') + bytes([ord(\"f\"),0]) + struct.pack(\"<HHHIIIIqQ\", 1, 0, 0, 0o644, 0, 0, 0, 0, 1 << 50) + b\"a\" + $(rec E '')" \
+    >"$WR_RUN/h"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/h")
+  assert_contains "$out" "larger" "a huge size"
+  zstd_raw "$head + $(rec L '') + $(rec f a x) + $(rec E '') + b\"more\"" \
+    >"$WR_RUN/h"
+  out=$(must_fail "$WARREN" snapshot import <"$WR_RUN/h")
+  assert_contains "$out" "after the end" "trailing bytes"
+  # A well-formed hostile-free stream of the same shape is accepted.
+  zstd_raw "$head + $(rec L '') + $(rec d etc) + $(rec f etc/a xy) + $(rec E '')" \
+    >"$WR_RUN/h"
+  "$WARREN" snapshot import --name ex-tiny <"$WR_RUN/h" >/dev/null ||
+    fail "a well-formed stream"
+  assert_eq xy "$(cat "$WR_ROOT/snapshots/$(snap_json ex-tiny | jq -r .id)/layer/etc/a")" "its file"
+  api DELETE /v1/snapshots/ex-tiny >/dev/null
+  assert_eq "$before" "$(ls "$WR_ROOT/snapshots" | sort)" "nothing left behind"
+  [ ! -e "$WR_ROOT/escape" ] && [ ! -e "$WR_ROOT/snapshots/escape" ] ||
+    fail "an entry outside"
+  assert_eq 2 "$(api GET /v1/snapshots | jq '.snapshots | length')" \
+    "no row left behind"
+  assert_daemon_alive
+  snap_rm_all
+}
