@@ -9,7 +9,8 @@ CLANG   ?= clang
 BUILD   ?= build
 PREFIX  ?= /usr/local
 
-PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl libcares libnftables
+PKGS    := libuv jansson libseccomp sqlite3 openssl libcurl libcares libnftables \
+           libzstd
 WARN    := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g

@@ -99,13 +99,16 @@ int wr_cli_cmd_secret(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_ports(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_diff(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_events(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_snapshot(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_fork(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 
 struct wr_cli_create_opts {
   const char *name, *image, *workdir;
-  const char *agent; /* AGENT, or NULL */
-  char *path;        /* PATH made absolute (owned), or NULL */
+  const char *snapshot; /* --snapshot, or NULL */
+  const char *agent;    /* AGENT, or NULL */
+  char *path;           /* PATH made absolute (owned), or NULL */
   bool clone;
   bool has_memory, has_cpus, has_pids, has_disk;
   uint64_t memory; /* bytes */

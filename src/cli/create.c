@@ -30,6 +30,8 @@ static const char help[] =
     "  --name NAME      the sandbox's name: lowercase letters, digits, '.',\n"
     "                   '_' and '-' (default: generated)\n"
     "  --image IMAGE    the image to start from (default: base)\n"
+    "  --snapshot S     stack snapshot S (and its image) under the\n"
+    "                   sandbox's own files, with no copy\n"
     "  --memory SIZE    memory limit, like 512m or 1g\n"
     "  --cpus N         CPU limit, like 1 or 1.5\n"
     "  --pids N         most processes at once\n"
@@ -62,6 +64,7 @@ enum {
   OPT_NO_START,
   OPT_JSON,
   OPT_CLONE,
+  OPT_SNAPSHOT,
 };
 
 static const struct option longopts[] = {
@@ -77,6 +80,7 @@ static const struct option longopts[] = {
     {"no-start", no_argument, NULL, OPT_NO_START},
     {"json", no_argument, NULL, OPT_JSON},
     {"clone", no_argument, NULL, OPT_CLONE},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -130,6 +134,9 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
   case OPT_IMAGE:
     o->image = arg;
     return wr_cli_check_text(arg, "--image", err);
+  case OPT_SNAPSHOT:
+    o->snapshot = arg;
+    return wr_cli_check_text(arg, "--snapshot", err);
   case OPT_WORKDIR:
     o->workdir = arg;
     return wr_cli_check_text(arg, "--workdir", err);
@@ -233,6 +240,8 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "name", json_string(o->name));
   if (o->image != NULL)
     json_object_set_new(body, "image", json_string(o->image));
+  if (o->snapshot != NULL)
+    json_object_set_new(body, "snapshot", json_string(o->snapshot));
   if (o->has_memory)
     json_object_set_new(body, "memory", json_integer((json_int_t)o->memory));
   if (o->has_cpus)

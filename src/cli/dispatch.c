@@ -25,6 +25,9 @@ static const struct wr_cli_command commands[] = {
     {"resume", "Thaw paused sandboxes", wr_cli_cmd_resume},
     {"rm", "Delete sandboxes", wr_cli_cmd_rm},
     {"cp", "Copy files between the host and a sandbox", wr_cli_cmd_cp},
+    {"snapshot", "Take, list, export and remove disk snapshots",
+     wr_cli_cmd_snapshot},
+    {"fork", "Snapshot a sandbox and create another from it", wr_cli_cmd_fork},
     {"ports", "Publish a sandbox's ports on the host", wr_cli_cmd_ports},
     {"events", "Print or follow sandboxes' lifecycle events",
      wr_cli_cmd_events}, /* events.c */

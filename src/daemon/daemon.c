@@ -60,6 +60,14 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/kits", wr_api_kit_list, 0},
     {"GET", "/v1/kits/{name}", wr_api_kit_get, 0},
     {"GET", "/v1/events", wr_api_events, 0}, /* events.c */
+    /* Snapshots (snapshots.c). */
+    {"POST", "/v1/sandboxes/{id}/snapshots", wr_api_snapshot_create, 0},
+    {"GET", "/v1/snapshots", wr_api_snapshot_list, 0},
+    {"GET", "/v1/snapshots/{id}", wr_api_snapshot_get, 0},
+    {"DELETE", "/v1/snapshots/{id}", wr_api_snapshot_delete, 0},
+    {"GET", "/v1/snapshots/{id}/export", wr_api_snapshot_export, 0},
+    {"POST", "/v1/snapshots/import", wr_api_snapshot_import,
+     WR_ROUTE_STREAM_BODY},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {
@@ -241,7 +249,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
       wr_events_init(d, cfg->events_journal, err) < 0) /* events.c */
     return -1;
   rc.cgroup_parent = d->cgroup_parent;
-  if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0)
+  if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
+      wr_snapshots_init(d, err) < 0 /* snapshots */)
     return -1;
   return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
                             &d->http, err);
@@ -350,6 +359,7 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
     recover_one(d, sb);
   }
   wr_sandbox_recs_free(recs, n);
+  wr_snapshots_recover(d); /* snapshots: after the sandboxes that use them */
   return 0;
 }
 
@@ -380,6 +390,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_info("shutting down; sandboxes keep running");
   wr_images_shutdown(d);
   wr_network_shutdown(d);
+  wr_snapshots_shutdown(d); /* snapshots */
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   wr_events_shutdown(d); /* events.c: streams end before the server */

@@ -55,6 +55,7 @@ struct wr_sandbox;
 struct wr_image_build;
 struct wr_network;
 struct wr_events;
+struct wr_snapshots;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -62,12 +63,13 @@ struct wr_daemon {
   wr_store_t *store;
   struct wr_runtime *rt;
   wr_http_server_t *http;
-  char *images_dir;              /* ROOT/images */
-  char *api_key;                 /* for the TCP listener, or NULL */
-  struct wr_sandbox *sandboxes;  /* list of sandboxes known to this daemon */
-  struct wr_image_build *builds; /* image builds in progress */
-  struct wr_network *network;    /* egress, secrets, ports (network.c) */
-  struct wr_events *events;      /* lifecycle events (events.c) */
+  char *images_dir;               /* ROOT/images */
+  char *api_key;                  /* for the TCP listener, or NULL */
+  struct wr_sandbox *sandboxes;   /* list of sandboxes known to this daemon */
+  struct wr_image_build *builds;  /* image builds in progress */
+  struct wr_network *network;     /* egress, secrets, ports (network.c) */
+  struct wr_events *events;       /* lifecycle events (events.c) */
+  struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

@@ -52,6 +52,11 @@ struct wr_sandbox_spec {
   char *ws_path;
   uint32_t ws_uid, ws_gid;
   struct wr_ws_identity ws_id;
+  /* Snapshots (snapshots.c): the snapshot the sandbox was made from, or
+   * NULL, and its stack's layer directories, newest first (not stored:
+   * found from the snapshot when the sandbox is loaded). */
+  char *snapshot;
+  char **layer_dirs;
 };
 
 enum wr_sandbox_state {
@@ -145,6 +150,33 @@ void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx);
+
+/* ---- snapshots (snapshots.c) -------------------------------------------- */
+
+/* What a sandbox made from a snapshot stacks. */
+struct wr_snapshot_use {
+  char *id, *image;
+  char **ids;  /* the stack's snapshots, newest first, NULL-ended */
+  char **dirs; /* their layer directories, the same order */
+  size_t n;
+};
+/* The ready snapshot `id_or_name` (ENOENT: none; EBUSY: being made). */
+int wr_snapshot_use(struct wr_daemon *d, const char *id_or_name,
+                    struct wr_snapshot_use *u, wr_error_t *err);
+void wr_snapshot_use_clear(struct wr_snapshot_use *u);
+/* ROOT/snapshots (wr_daemon_init); after the sandboxes are recovered:
+ * drop interrupted captures and strays, expire, start the expiry timer;
+ * close it (shutdown). */
+int wr_snapshots_init(struct wr_daemon *d, wr_error_t *err);
+void wr_snapshots_recover(struct wr_daemon *d);
+void wr_snapshots_shutdown(struct wr_daemon *d);
+
+void wr_api_snapshot_create(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_list(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_get(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_delete(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_export(wr_http_req_t *req, void *ctx);
+void wr_api_snapshot_import(wr_http_req_t *req, void *ctx);
 
 /* ---- the connection to warren-init (initconn.c) -------------------------- */
 

@@ -65,6 +65,8 @@ static void spec_free(struct wr_sandbox_spec *s) {
   free(s->agent);
   free(s->ws_mode);
   free(s->ws_path);
+  free(s->snapshot);           /* snapshots */
+  wr_strv_free(s->layer_dirs); /* snapshots */
 }
 
 static void sandbox_free(struct wr_sandbox *sb) {
@@ -136,6 +138,9 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
       .ws_uid = sb->spec.ws_uid,
       .ws_gid = sb->spec.ws_gid,
       .ws_id = sb->spec.ws_id,
+      /* snapshots: the stack below the sandbox's own layer */
+      .layers = (const char *const *)sb->spec.layer_dirs,
+      .nlayers = wr_strv_len(sb->spec.layer_dirs),
   };
 }
 
@@ -291,6 +296,9 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   json_object_set_new(
       j, "agent", sb->spec.agent ? json_string(sb->spec.agent) : json_null());
   json_object_set_new(j, "workspace", workspace_json(&sb->spec));
+  json_object_set_new(j, "snapshot", /* snapshots */
+                      sb->spec.snapshot ? json_string(sb->spec.snapshot)
+                                        : json_null());
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -314,6 +322,8 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
 
   if (s->agent != NULL)
     json_object_set_new(j, "agent", json_string(s->agent));
+  if (s->snapshot != NULL) /* snapshots */
+    json_object_set_new(j, "snapshot", json_string(s->snapshot));
   if (s->ws_path != NULL) {
     json_t *ws = workspace_stored(s);
     if (s->ws_id.known)
@@ -379,8 +389,9 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
   _cleanup_json_ json_t *j = NULL;
   int64_t mem = 0, pids = 0, disk = 0;
   json_t *env = NULL, *labels = NULL, *ws = NULL;
-  const char *workdir = "/", *agent = NULL;
+  const char *workdir = "/", *agent = NULL, *snapshot = NULL;
   struct wr_json_field f[] = {
+      {"snapshot", WR_JSON_STRING, &snapshot, false, NULL}, /* snapshots */
       {"memory_bytes", WR_JSON_INT, &mem, false, NULL},
       {"cpus", WR_JSON_NUMBER, &s->cpus, false, NULL},
       {"pids", WR_JSON_INT, &pids, false, NULL},
@@ -407,6 +418,7 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
   s->labels = labels ? json_incref(labels) : json_object();
   s->workdir = xstrdup(workdir);
   s->agent = agent ? xstrdup(agent) : NULL;
+  s->snapshot = snapshot ? xstrdup(snapshot) : NULL; /* snapshots */
   if (ws != NULL && workspace_from_json(ws, s, err) < 0)
     return -1;
   return 0;
@@ -607,6 +619,8 @@ struct create_req {
   int64_t pids;
   json_t *env, *labels, *workspace;
   bool start;
+  const char *snapshot;       /* snapshots: made from this one */
+  struct wr_snapshot_use use; /* ... which stacks these layers */
   /* The workspace, checked (workspaces.c); ws.real is NULL without one. */
   struct wr_ws_check ws;
   struct wr_kit kit;
@@ -614,6 +628,7 @@ struct create_req {
 };
 
 static void create_req_clear(struct create_req *c) {
+  wr_snapshot_use_clear(&c->use); /* snapshots */
   wr_ws_check_clear(&c->ws);
   if (c->has_kit)
     wr_kit_free(&c->kit);
@@ -687,6 +702,23 @@ static int check_limits(struct wr_daemon *d, const struct create_req *c,
   return check_disk(d, c, err);
 }
 
+/* snapshots: a sandbox made from a snapshot sits on the snapshot's image
+ * (the default unless the request names another, which is refused). */
+static int check_snapshot(struct wr_daemon *d, struct create_req *c,
+                          wr_error_t *err) {
+  if (wr_snapshot_use(d, c->snapshot, &c->use, err) < 0) {
+    if (err->code == ENOENT)
+      err->code = EINVAL; /* a bad request, not a missing image */
+    return -1;
+  }
+  if (c->image != d->cfg.default_image && strcmp(c->image, c->use.image) != 0)
+    return wr_error_setx(err, EINVAL,
+                         "snapshot `%s` sits on image `%s`, not `%s`",
+                         c->snapshot, c->use.image, c->image);
+  c->image = c->use.image;
+  return 0;
+}
+
 static int check_create(struct wr_daemon *d, struct create_req *c,
                         wr_error_t *err) {
   if (c->name != NULL && !wr_name_valid(c->name))
@@ -701,6 +733,8 @@ static int check_create(struct wr_daemon *d, struct create_req *c,
       (c->workdir[0] != '/' || wr_path_check(c->workdir, err) < 0))
     return wr_error_setx(err, EINVAL, "workdir must be an absolute path");
   if (c->labels != NULL && check_labels(c->labels, err) < 0)
+    return -1;
+  if (c->snapshot != NULL && check_snapshot(d, c, err) < 0) /* snapshots */
     return -1;
   if (check_limits(d, c, err) < 0 ||
       (c->workspace != NULL &&
@@ -770,6 +804,8 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
   sb->spec.ws_uid = c->ws.uid;
   sb->spec.ws_gid = c->ws.gid;
   sb->spec.ws_id = c->ws.id;
+  sb->spec.snapshot = steal_ptr(&c->use.id);     /* snapshots */
+  sb->spec.layer_dirs = steal_ptr(&c->use.dirs); /* snapshots */
   sb->state = WR_SB_CREATING;
   sb->created_ms = sb->updated_ms = wr_now_ms();
   if (merge_env(c, &sb->spec.env, err) < 0) {
@@ -928,6 +964,7 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"start", WR_JSON_BOOL, &c->start, false, NULL},
       {"agent", WR_JSON_STRING, &c->agent, false, NULL},
       {"workspace", WR_JSON_OBJECT, &c->workspace, false, NULL},
+      {"snapshot", WR_JSON_STRING, &c->snapshot, false, NULL}, /* snapshots */
   };
   wr_error_t err;
 
@@ -1325,6 +1362,25 @@ void wr_api_sandbox_get(wr_http_req_t *req, void *ctx) {
 
 /* ---- recovery ------------------------------------------------------------ */
 
+/* snapshots: a sandbox whose snapshot is gone (which rm refuses) cannot
+ * be mounted: it is an error, never the image alone. */
+static void load_snapshot_layers(struct wr_daemon *d, struct wr_sandbox *sb) {
+  struct wr_snapshot_use u;
+  wr_error_t err;
+
+  if (wr_snapshot_use(d, sb->spec.snapshot, &u, &err) < 0) {
+    sb->state = WR_SB_ERROR;
+    free(sb->error);
+    sb->error = xasprintf("its snapshot: %s", err.msg);
+    sb->spec.layer_dirs = wr_strv_push(
+        NULL, xasprintf("%s/snapshots/%s/layer", d->cfg.root,
+                        sb->spec.snapshot)); /* a start fails, saying so */
+    return;
+  }
+  sb->spec.layer_dirs = steal_ptr(&u.dirs);
+  wr_snapshot_use_clear(&u);
+}
+
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,
                                        wr_error_t *err) {
@@ -1348,6 +1404,8 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
     sandbox_free(sb);
     return NULL;
   }
+  if (sb->spec.snapshot != NULL) /* snapshots: its stack, from the store */
+    load_snapshot_layers(d, sb);
   if (sb->spec.ws_path != NULL && !sb->spec.ws_id.known)
     wr_warn("sandbox %s: its workspace `%s` was recorded without its "
             "identity, so a mount checks only its owner and that no symlink "

@@ -268,7 +268,7 @@ static int ensure_mounted(const struct wr_runtime *rt,
     return 0;
   if (make_dirs(rt, s, dir, layers, create, err) < 0)
     return -1;
-  return wr_rootfs_mount(dir, layers, s->image_dir, userns_fd, err);
+  return wr_rootfs_mount(dir, layers, s, userns_fd, err);
 }
 
 /* Where warren's CA goes inside: its own file, with the extra CAs after
@@ -343,6 +343,7 @@ static int prepare_in(struct wr_runtime *rt, const struct wr_rt_spec *spec,
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   rootfd = wr_rt_open_root(rt, spec, err);
   if (rootfd < 0 || seed_root(rootfd, spec, err) < 0 ||
+      wr_snapshot_seed_unique(rootfd, spec, err) < 0 ||
       seed_trust(rootfd, spec, err) < 0)
     return wr_error_wrap(err, "prepare sandbox `%s`", spec->id);
   return steal_fd(&rootfd);

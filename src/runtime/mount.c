@@ -7,6 +7,7 @@
  * limit the upper layer lives on the sandbox's own filesystem (disk.c).
  */
 #include "runtime/runtime_internal.h"
+#include "runtime/layers.h"
 
 #include <fcntl.h>
 #include <linux/mount.h>
@@ -70,23 +71,47 @@ static int open_layer(const char *dir, const char *name, wr_error_t *err) {
  * directory, or its disk image's filesystem when it has a disk limit.
  */
 int wr_rootfs_mount(const char *dir, const char *layers_dir,
-                    const char *image_dir, int userns_fd, wr_error_t *err) {
+                    const struct wr_rt_spec *spec, int userns_fd,
+                    wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   _cleanup_free_ char *opts = NULL;
-  _cleanup_close_ int lower = -1, upper = -1, work = -1;
+  int lowers[WR_LAYERS_MAX_DEPTH + 1];
+  size_t nlowers = 0;
+  _cleanup_close_ int upper = -1, work = -1;
+  wr_buf_t lowerdir;
+  int r = -1;
 
   if (wr_rootfs_is_mounted(dir))
     return 0;
-  lower = idmapped_image(image_dir, userns_fd, err);
-  if (lower < 0 || (upper = open_layer(layers_dir, "upper", err)) < 0 ||
+  if (spec->nlayers > WR_LAYERS_MAX_DEPTH)
+    return wr_error_setx(err, EINVAL, "%zu snapshot layers: at most %d",
+                         spec->nlayers, WR_LAYERS_MAX_DEPTH);
+  wr_buf_init(&lowerdir);
+  /* Newest first, the image last: overlayfs's order for lowerdir. */
+  for (size_t i = 0; i <= spec->nlayers; i++) {
+    const char *path = i < spec->nlayers ? spec->layers[i] : spec->image_dir;
+    int fd = idmapped_image(path, userns_fd, err);
+    if (fd < 0)
+      goto out;
+    lowers[nlowers++] = fd;
+    wr_buf_printf(&lowerdir, "%s/proc/self/fd/%d", i ? ":" : "", fd);
+  }
+  if ((upper = open_layer(layers_dir, "upper", err)) < 0 ||
       (work = open_layer(layers_dir, "work", err)) < 0)
-    return -1;
-  opts = xasprintf("lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,"
+    goto out;
+  opts = xasprintf("lowerdir=%.*s,upperdir=/proc/self/fd/%d,"
                    "workdir=/proc/self/fd/%d",
-                   lower, upper, work);
-  if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0)
-    return wr_error_set(err, errno, "mount overlay on `%s`", rootfs);
-  return 0;
+                   (int)lowerdir.len, lowerdir.data, upper, work);
+  if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0) {
+    wr_error_set(err, errno, "mount overlay on `%s`", rootfs);
+    goto out;
+  }
+  r = 0;
+out:
+  for (size_t i = 0; i < nlowers; i++)
+    close(lowers[i]);
+  wr_buf_free(&lowerdir);
+  return r;
 }
 
 /* A plain unmount first, so that the overlay is gone when this returns

@@ -91,6 +91,11 @@ struct wr_rt_spec {
   const char *id;
   const char *hostname;
   const char *image_dir; /* read-only lower layer */
+  /* Snapshot layers stacked over the image, newest first (see layers.h);
+   * none when nlayers is 0. A sandbox made from a snapshot also gets a
+   * new /etc/machine-id when it is prepared. */
+  const char *const *layers;
+  size_t nlayers;
   uint32_t slot;         /* uid/gid range */
   uint64_t memory_bytes; /* 0: no limit */
   double cpus;           /* 0: no limit */
@@ -203,6 +208,24 @@ char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
 
 /* Read a process's start time from /proc/PID/stat (0 if gone). */
 uint64_t wr_rt_proc_start_time(pid_t pid);
+
+/* ---- snapshots (snapshot.c) ----------------------------------------- */
+
+/* A capture of a sandbox's own layer into a snapshot's layer directory
+ * (see layers.h and docs/lifecycle.md). */
+struct wr_snap_capture {
+  bool live;        /* in: the sandbox runs: freeze it for the last pass */
+  double frozen_ms; /* how long it was frozen (0 when not live) */
+  double total_ms;  /* the whole capture */
+  uint64_t files, dirs, whiteouts, bytes; /* what the layer holds */
+  uint64_t copied_frozen;                 /* entries the frozen pass wrote */
+};
+/* Copy the sandbox's upper layer to layer_dir (made; it must not exist),
+ * mounting its disk image first if it is not. Live: a first pass while
+ * it runs, then freeze, a pass for what changed, thaw (also on failure). */
+int wr_rt_snapshot_capture(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                           const char *layer_dir, struct wr_snap_capture *c,
+                           wr_error_t *err);
 
 /* ---- workspaces (workspace.c) ----------------------------------------- */
 

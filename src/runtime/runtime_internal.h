@@ -39,10 +39,17 @@ int wr_workspace_umount(const char *dir, wr_error_t *err);
 
 /* mount.c: the host-side root (overlay over an id-mapped image). */
 bool wr_is_mount_point(const char *dir, const char *name);
+/* The lower layers are spec's snapshot layers, then its image. */
 int wr_rootfs_mount(const char *dir, const char *layers_dir,
-                    const char *image_dir, int userns_fd, wr_error_t *err);
+                    const struct wr_rt_spec *spec, int userns_fd,
+                    wr_error_t *err);
 int wr_rootfs_umount(const char *dir, wr_error_t *err);
 bool wr_rootfs_is_mounted(const char *dir);
+
+/* snapshot.c: what must differ in a sandbox made from a snapshot
+ * (machine id, host keys), in its fresh upper layer. */
+int wr_snapshot_seed_unique(int rootfd, const struct wr_rt_spec *spec,
+                            wr_error_t *err);
 
 /* disk.c: a disk limit as an ext4 image on a loop device, mounted at
  * DIR/disk, which then holds the overlay's upper and work directories. */

@@ -117,6 +117,25 @@ static const char *const migrations[] = {
      "  sandbox_id TEXT,"
      "  json TEXT NOT NULL"
      ");"),
+    /* 6: disk snapshots (snapshot.c). layers_json lists the snapshots
+     * whose layer directories a sandbox made from this one stacks, newest
+     * first, this one first; the sandboxes that use one say so in their
+     * spec_json ("snapshot"), so a sandbox's row and its use of a snapshot
+     * are one write. */
+    "CREATE TABLE snapshots ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT UNIQUE NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  image TEXT NOT NULL,"
+    "  source_id TEXT,"
+    "  source_name TEXT,"
+    "  parent_id TEXT,"
+    "  layers_json TEXT NOT NULL,"
+    "  info_json TEXT,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  expires_ms INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL"
+    ");",
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

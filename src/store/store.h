@@ -82,6 +82,44 @@ int wr_store_sandbox_delete(wr_store_t *st, const char *id, wr_error_t *err);
 void wr_sandbox_rec_free(struct wr_sandbox_rec *rec);
 void wr_sandbox_recs_free(struct wr_sandbox_rec *recs, size_t n);
 
+/* ---- snapshots (snapshot.c) -------------------------------------------- */
+
+/* A disk snapshot as stored. Strings are owned by the record. */
+struct wr_snapshot_rec {
+  char *id;          /* "snap-3f9k2a" */
+  char *name;        /* unique among snapshots */
+  char *state;       /* "creating" (being captured or imported), "ready" */
+  char *image;       /* the image its layers sit on */
+  char *source_id;   /* the sandbox it was taken of; NULL when imported */
+  char *source_name; /* ... and its name then */
+  char *parent_id;   /* the snapshot that sandbox was made from, or NULL */
+  char *layers_json; /* JSON array of snapshot ids, newest (this) first */
+  char *info_json;   /* the capture's figures (JSON object), or NULL */
+  uint64_t size_bytes;
+  int64_t expires_ms; /* removed after this time when nothing uses it;
+                         0: kept until removed */
+  int64_t created_ms;
+};
+
+/* Insert; an id or name clash is EEXIST with a message naming it. */
+int wr_store_snapshot_insert(wr_store_t *st, const struct wr_snapshot_rec *rec,
+                             wr_error_t *err);
+/* By id, else by name; ENOENT when there is none. */
+int wr_store_snapshot_get(wr_store_t *st, const char *id_or_name,
+                          struct wr_snapshot_rec *rec, wr_error_t *err);
+/* All snapshots, oldest first. */
+int wr_store_snapshot_list(wr_store_t *st, struct wr_snapshot_rec **recs,
+                           size_t *n, wr_error_t *err);
+/* The capture or import is complete. */
+int wr_store_snapshot_set_ready(wr_store_t *st, const char *id, uint64_t size,
+                                const char *info_json, wr_error_t *err);
+/* An import learns its image from the stream. */
+int wr_store_snapshot_set_image(wr_store_t *st, const char *id,
+                                const char *image, wr_error_t *err);
+int wr_store_snapshot_delete(wr_store_t *st, const char *id, wr_error_t *err);
+void wr_snapshot_rec_free(struct wr_snapshot_rec *rec);
+void wr_snapshot_recs_free(struct wr_snapshot_rec *recs, size_t n);
+
 /* ---- images ------------------------------------------------------------ */
 
 /* Insert or replace by name. */

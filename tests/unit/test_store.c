@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 5
+#define VERSION 6
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -399,7 +399,7 @@ static void test_images(void **state) {
  * sandboxes. */
 static const char *const later[] = {
     "ALTER TABLE sandboxes ADD COLUMN labels_json TEXT;"
-    "CREATE TABLE snapshots ("
+    "CREATE TABLE later_things ("
     "  id TEXT PRIMARY KEY,"
     "  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE"
     ");",
@@ -422,13 +422,14 @@ static void test_migration_upgrades_database(void **state) {
   assert_int_equal(
       wr_store_exec(st,
                     "UPDATE sandboxes SET labels_json = '{}';"
-                    "INSERT INTO snapshots VALUES ('sn-1', 'sb-1')",
+                    "INSERT INTO later_things VALUES ('sn-1', 'sb-1')",
                     &err),
       0);
   /* Foreign keys are enforced again after migrating. */
   assert_int_equal(wr_store_sandbox_delete(st, "sb-1", &err), 0);
   assert_int_equal(
-      wr_store_exec(st, "INSERT INTO snapshots VALUES ('sn-2', 'sb-9')", &err),
+      wr_store_exec(st, "INSERT INTO later_things VALUES ('sn-2', 'sb-9')",
+                    &err),
       -1);
   wr_store_close(st);
 
@@ -544,6 +545,7 @@ static void test_migration_2_adds_network_tables(void **state) {
                    "ALTER TABLE images DROP COLUMN node_json;"
                    "ALTER TABLE images DROP COLUMN minimal;"
                    "DROP TABLE events;"
+                   "DROP TABLE snapshots;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
@@ -552,6 +554,55 @@ static void test_migration_2_adds_network_tables(void **state) {
   assert_int_equal(wr_store_setting_set(st, "policy.preset", "open", NULL), 0);
   assert_int_equal(wr_store_setting_get(st, "policy.preset", &preset, NULL), 0);
   assert_string_equal(preset, "open");
+  wr_store_close(st);
+}
+
+/* Snapshots: names are unique (and never another's id), a row is
+ * "creating" until set ready. */
+static void test_snapshots(void **state) {
+  struct fixture *fx = *state;
+  struct wr_snapshot_rec r = {0}, *recs = NULL;
+  struct wr_snapshot_rec in = {.id = "snap-a1",
+                               .name = "one",
+                               .state = "creating",
+                               .image = "base",
+                               .source_id = "sb-1",
+                               .layers_json = "[\"snap-a1\"]",
+                               .created_ms = 1};
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+  size_t n = 0;
+
+  assert_int_equal(wr_store_snapshot_insert(st, &in, &err), 0);
+  in.id = "snap-b2";
+  assert_int_equal(wr_store_snapshot_insert(st, &in, &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  in.name = "snap-a1"; /* named like the other's id: ambiguous */
+  assert_int_equal(wr_store_snapshot_insert(st, &in, &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  in.name = "two";
+  in.created_ms = 2;
+  assert_int_equal(wr_store_snapshot_insert(st, &in, &err), 0);
+  assert_int_equal(wr_store_snapshot_get(st, "snap-a1", &r, &err), 0);
+  assert_string_equal(r.name, "one");
+  assert_string_equal(r.state, "creating");
+  wr_snapshot_rec_free(&r);
+  assert_int_equal(
+      wr_store_snapshot_set_ready(st, "snap-a1", 42, "{\"live\":true}", &err),
+      0);
+  assert_int_equal(wr_store_snapshot_get(st, "one", &r, &err), 0);
+  assert_string_equal(r.state, "ready");
+  assert_int_equal(r.size_bytes, 42);
+  wr_snapshot_rec_free(&r);
+  assert_int_equal(wr_store_snapshot_list(st, &recs, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(recs[0].id, "snap-a1");
+  wr_snapshot_recs_free(recs, n);
+  assert_int_equal(wr_store_snapshot_delete(st, "snap-a1", &err), 0);
+  assert_int_equal(wr_store_snapshot_get(st, "one", &r, &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_int_equal(wr_store_snapshot_set_ready(st, "snap-a1", 1, NULL, &err),
+                   -1);
   wr_store_close(st);
 }
 
@@ -1393,6 +1444,7 @@ int main(void) {
       T(test_corrupt_file_is_an_error),
       T(test_directory_is_an_error),
       T(test_migration_2_adds_network_tables),
+      T(test_snapshots),
       T(test_settings),
       T(test_rules_are_unique),
       T(test_rules_list_get_delete),
