@@ -54,12 +54,50 @@ struct wr_sandbox_spec {
   struct wr_ws_identity ws_id;
 };
 
+/* What a sandbox is (stored; `state` in the API). Transitions are checked
+ * in one place (lifecycle.c; docs/lifecycle.md has the table). */
 enum wr_sandbox_state {
   WR_SB_CREATING,
   WR_SB_RUNNING,
   WR_SB_PAUSED,
   WR_SB_STOPPED,
   WR_SB_ERROR,
+};
+
+/* The lifecycle operation in flight: at most one at a time (in memory
+ * only; a restarted daemon has none). A client asking for another gets
+ * 409 busy, naming it. */
+enum wr_sandbox_op {
+  WR_OP_NONE = 0,
+  WR_OP_CREATING,
+  WR_OP_STARTING,
+  WR_OP_STOPPING,
+  WR_OP_STOPPING_TO_REMOVE, /* rm --force: the stop, then the removal */
+  WR_OP_PAUSING,
+  WR_OP_RESUMING,
+  WR_OP_REMOVING,
+};
+
+/* What woke a paused sandbox (inspect's "last_wake"). */
+enum wr_wake_by {
+  WR_WAKE_API = 0, /* resume, start, or a create that reused it */
+  WR_WAKE_EXEC,
+  WR_WAKE_FILES,
+  WR_WAKE_ATTACH,
+  WR_WAKE_PORT,
+};
+
+/* Called once when a lifecycle operation ends: err is NULL when it did
+ * what was asked. sb is alive for the call (it may be removed from the
+ * table by then: a finished rm). */
+typedef void (*wr_sandbox_done_fn)(struct wr_sandbox *sb, void *arg,
+                                   const wr_error_t *err);
+
+/* Someone waiting for the operation in flight to end. */
+struct wr_sandbox_waiter {
+  struct wr_sandbox_waiter *next;
+  wr_sandbox_done_fn fn;
+  void *arg;
 };
 
 struct wr_sandbox {
@@ -83,15 +121,19 @@ struct wr_sandbox {
   int rootfd;         /* O_PATH fd of the merged root, or -1 */
   int retired_rootfd; /* an old rootfd, now /dev/null, until freed */
 
-  /* A lifecycle operation (create, start, stop, rm, pause) is running on a
-   * worker thread or waiting for init to exit; others get 409 busy. */
-  const char *busy;
+  /* A lifecycle operation (create, start, stop, rm, pause, resume) runs
+   * on a worker thread or waits for init to exit; whoever waits for it to
+   * end is on `waiters`, oldest first. Only wr_sandbox_transition changes
+   * `op` and `state`. */
+  enum wr_sandbox_op op;
+  struct wr_sandbox_waiter *waiters;
   uv_timer_t stop_timer; /* SIGKILL after the stop grace period */
   bool stop_timer_init;
-  wr_http_req_t *stop_req; /* the request waiting for the stop to finish */
-  bool removing;           /* rm waits for the stop to finish */
-  bool removed;            /* gone from the table; freed when unreferenced */
+  bool removed; /* gone from the table; freed when unreferenced */
   int refs;
+  /* The last wake from paused: by what, and when (0: never). */
+  enum wr_wake_by last_wake_by;
+  int64_t last_wake_ms;
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
@@ -101,13 +143,86 @@ struct wr_sandbox {
 /* ---- sandboxes (sandbox.c) ---------------------------------------------- */
 
 struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *id_or_name);
+/* Free a sandbox no one references (sandbox.c). */
+void wr_sandbox_free(struct wr_sandbox *sb);
+/* Take sb out of the table (it is freed once unreferenced). */
+void wr_sandbox_table_remove(struct wr_sandbox *sb);
 /* Look up the {id} parameter; replies 404 and returns NULL when absent. */
 struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d, wr_http_req_t *req);
 void wr_sandbox_ref(struct wr_sandbox *sb);
 void wr_sandbox_unref(struct wr_sandbox *sb);
 const char *wr_sandbox_state_name(enum wr_sandbox_state s);
+/* -1 for a name that is not a state. */
+int wr_sandbox_state_from_name(const char *name);
+const char *wr_sandbox_op_name(enum wr_sandbox_op op); /* NULL for none */
+const char *wr_wake_by_name(enum wr_wake_by by);
+
+/* ---- the lifecycle (lifecycle.c) ------------------------------------------
+ *
+ * Operations the daemon calls itself (the API handlers are adapters over
+ * them). Each returns -1 with err when it is refused at once: EBUSY when
+ * another operation is in flight, ESRCH when the sandbox is not in a state
+ * the operation applies to (err's message says which); done is then never
+ * called. Otherwise it returns 0 and done is called exactly once, when the
+ * operation ends, possibly before the call returns (when there is nothing
+ * to do: pausing a paused sandbox). Loop thread.
+ */
+
+/*
+ * The one place where a sandbox's state or operation changes: checked
+ * against the table of transitions (a change the code must never make is
+ * an assertion), stored when the state or its error changes, and the
+ * place where every change is observed. error replaces the sandbox's
+ * error when set_error (it may be sb->error itself).
+ */
+void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
+                           enum wr_sandbox_op op, bool set_error,
+                           const char *error);
+/* The state, with that error (NULL: none), the operation unchanged. */
 void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
                           const char *error);
+/* Whether sb is in a state and free of operations that let op begin: 0,
+ * or -1 with EBUSY or ESRCH (a client asked for something it may not). */
+int wr_sandbox_can(const struct wr_sandbox *sb, enum wr_sandbox_op op,
+                   wr_error_t *err);
+/* Make a new sandbox (in the table, state creating): prepare its root,
+ * and start it when `start`. On failure it leaves the table (and the
+ * store) before done is called. */
+void wr_sandbox_create(struct wr_sandbox *sb, bool start,
+                       wr_sandbox_done_fn done, void *arg);
+/* Start a stopped sandbox; resume a paused one; nothing for a running one. */
+int wr_sandbox_start(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg,
+                     wr_error_t *err);
+/* SIGTERM, then SIGKILL after grace_ms (0: at once); done once init has
+ * exited and the sandbox is cleaned up. Nothing for a stopped one. */
+int wr_sandbox_stop(struct wr_sandbox *sb, uint64_t grace_ms,
+                    wr_sandbox_done_fn done, void *arg, wr_error_t *err);
+int wr_sandbox_pause(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg,
+                     wr_error_t *err);
+int wr_sandbox_resume(struct wr_sandbox *sb, enum wr_wake_by by,
+                      wr_sandbox_done_fn done, void *arg, wr_error_t *err);
+/* Remove a stopped sandbox; with force, stop a running one first. */
+int wr_sandbox_remove(struct wr_sandbox *sb, bool force,
+                      wr_sandbox_done_fn done, void *arg, wr_error_t *err);
+/*
+ * Wake a paused sandbox for a request: 1 when there is nothing to wake
+ * (it is not paused, or it is stopping), and done is never called.
+ * Otherwise 0, and done is called once it runs (err: the wake failed):
+ * a wake joins the one in flight (one thaw for every request), and waits
+ * for a pause in flight to end first.
+ */
+int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
+                    wr_sandbox_done_fn done, void *arg);
+/*
+ * wr_sandbox_wake for an API handler: true when the handler may go on
+ * now; false when it must return at once, without answering: again(req,
+ * daemon), the handler itself, is called once the sandbox runs, or the
+ * request is answered with why the wake failed (500 wake_failed).
+ */
+bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
+                      enum wr_wake_by by, wr_http_handler_fn again);
+/* Wait for the operation in flight (there must be one) to end. */
+void wr_sandbox_wait(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg);
 json_t *wr_sandbox_json(const struct wr_sandbox *sb);
 /* The rt spec that describes sb (borrows its strings). */
 void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out);

@@ -385,7 +385,7 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
 }
 
 static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
-  if (sb->state == WR_SB_RUNNING && sb->busy == NULL && sb->conn != NULL)
+  if (sb->state == WR_SB_RUNNING && sb->op == WR_OP_NONE && sb->conn != NULL)
     return true;
   if (sb->state == WR_SB_PAUSED)
     wr_http_reply_error(req, 409, "paused",
@@ -393,7 +393,7 @@ static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
   else
     wr_http_reply_error(req, 409, "not_running",
                         "sandbox `%s` is not running%s", sb->name,
-                        sb->busy ? " (busy)" : "");
+                        sb->op != WR_OP_NONE ? " (busy)" : "");
   return false;
 }
 
