@@ -387,6 +387,7 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
 static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
   if (sb->state == WR_SB_RUNNING && sb->op == WR_OP_NONE && sb->conn != NULL)
     return true;
+  /* Paused only when it was paused again after the exec woke it. */
   if (sb->state == WR_SB_PAUSED)
     wr_http_reply_error(req, 409, "paused",
                         "sandbox `%s` is paused (resume it first)", sb->name);
@@ -480,7 +481,8 @@ void wr_api_exec(wr_http_req_t *req, void *ctx) {
   wr_error_t err;
   int rootfd;
 
-  if (sb == NULL || !check_running(sb, req) ||
+  if (sb == NULL || !wr_sandbox_awake(sb, req, WR_WAKE_EXEC, wr_api_exec) ||
+      !check_running(sb, req) ||
       !wr_sandbox_root_ready(sb, req, wr_api_exec, &rootfd))
     return;
   c = xcalloc(1, sizeof(*c));
@@ -550,7 +552,8 @@ void wr_api_proc_output(wr_http_req_t *req, void *ctx) {
   bool follow, frames;
 
   if (p == NULL || wr_req_bool(req, "follow", false, &follow) < 0 ||
-      wr_req_u64(req, "offset", 0, 0, UINT64_MAX, &offset) < 0)
+      wr_req_u64(req, "offset", 0, 0, UINT64_MAX, &offset) < 0 ||
+      !wr_sandbox_awake(sb, req, WR_WAKE_ATTACH, wr_api_proc_output))
     return;
   frames = wr_http_wants_upgrade(req, "warren-exec");
   wr_watch(p, req, frames, frames, frames || follow, offset);

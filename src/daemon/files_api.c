@@ -152,7 +152,10 @@ static struct fjob *fjob_new(void *ctx, wr_http_req_t *req,
     wr_reply_err(req, &err);
     return NULL;
   }
-  if (!wr_sandbox_root_ready(sb, req, self, &rootfd))
+  /* A paused sandbox wakes for its files too: a request for one is work
+   * in it, and its processes see the change at once. */
+  if (!wr_sandbox_awake(sb, req, WR_WAKE_FILES, self) ||
+      !wr_sandbox_root_ready(sb, req, self, &rootfd))
     return NULL;
   j = xcalloc(1, sizeof(*j));
   j->sb = sb;

@@ -551,6 +551,7 @@ static void freeze_done(struct wr_job *job) {
     if (!j->frozen) {
       sb->last_wake_by = j->by;
       sb->last_wake_ms = wr_now_ms();
+      wr_info("sandbox %s woken by %s", sb->name, wake_names[j->by]);
     }
     wr_sandbox_set_state(sb, j->frozen ? WR_SB_PAUSED : WR_SB_RUNNING, NULL);
     finish_op(sb, NULL);
