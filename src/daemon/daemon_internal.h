@@ -134,6 +134,10 @@ struct wr_sandbox {
   /* The last wake from paused: by what, and when (0: never). */
   enum wr_wake_by last_wake_by;
   int64_t last_wake_ms;
+  /* Its connections through the net engine: how many are open, and when
+   * bytes last moved on one (network.c). */
+  unsigned net_conns;
+  int64_t net_active_ms;
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;

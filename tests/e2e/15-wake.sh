@@ -104,6 +104,21 @@ test_requests_together_share_one_wake() {
   wk_woken_by wk-many exec
 }
 
+test_published_port_wakes_a_paused_sandbox() {
+  local hp out
+  new_sandbox wk-port
+  "$WARREN" exec wk-port -- sh -c 'mkdir -p /srv/www && echo served >/srv/www/index.html'
+  "$WARREN" exec -d --tag web wk-port -- \
+    python3 -m http.server 8000 --bind 127.0.0.1 --directory /srv/www >/dev/null
+  hp=$(wk_free_port)
+  "$WARREN" ports wk-port --publish "$hp:8000" >/dev/null || fail "publish $hp"
+  wait_until 10 curl -sf "http://127.0.0.1:$hp/" || fail "the server never answered"
+  wk_paused wk-port
+  out=$(curl -sS --max-time 10 "http://127.0.0.1:$hp/") || fail "curl while paused"
+  assert_eq served "$out" "the answer of a paused sandbox's server"
+  wk_woken_by wk-port port
+}
+
 # Twenty rounds of pause and wake: the same processes, a counter that
 # counts on, a TCP connection on loopback inside that carries on, and
 # files unchanged.
