@@ -391,6 +391,7 @@ struct create_req {
   int64_t pids;
   json_t *env, *labels, *workspace;
   bool start;
+  bool reuse; /* the sandbox of that name, if there is one */
   /* The workspace, checked (workspaces.c); ws.real is NULL without one. */
   struct wr_ws_check ws;
   struct wr_kit kit;
@@ -635,13 +636,31 @@ static void reply_sandbox(wr_http_req_t *req, int status,
   wr_http_reply_json(req, status, wr_sandbox_json(sb));
 }
 
+/* An operation refused at once: 409, busy or the code the handler names
+ * for a sandbox in the wrong state. */
+static void reply_refused(wr_http_req_t *req, const wr_error_t *err,
+                          const char *code) {
+  wr_http_reply_error(req, 409, err->code == EBUSY ? "busy" : code, "%s",
+                      err->msg);
+}
+
+/* A create's answer says whether it made the sandbox (201) or found it
+ * (200, a create with reuse). */
+static void reply_created(wr_http_req_t *req, struct wr_sandbox *sb,
+                          bool reused) {
+  json_t *j = wr_sandbox_json(sb);
+
+  json_object_set_new(j, "reused", json_boolean(reused));
+  wr_http_reply_json(req, reused ? 200 : 201, j);
+}
+
 static void created(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   wr_http_req_t *req = arg;
 
   if (err != NULL)
     wr_http_reply_error(req, 500, "create_failed", "%s", err->msg);
   else
-    reply_sandbox(req, 201, sb);
+    reply_created(req, sb, false);
 }
 
 /* A create request: its body (which c borrows from) and, while the
@@ -659,6 +678,87 @@ static void create_job_free(struct create_job *cj) {
   free(cj);
 }
 
+/* ---- get-or-create ------------------------------------------------------- */
+
+static struct wr_sandbox *find_by_name(struct wr_daemon *d, const char *name) {
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
+    if (strcmp(sb->name, name) == 0)
+      return sb;
+  return NULL;
+}
+
+/* What a create that reuses asks for must be what the sandbox is: the
+ * options it names that cannot change (its limits, env and labels are
+ * the existing sandbox's). */
+static int check_reuse(const struct create_job *cj, const struct wr_sandbox *sb,
+                       wr_error_t *err) {
+  const struct create_req *c = &cj->c;
+  json_t *ws_path = json_object_get(c->workspace, "path");
+  json_t *ws_mode = json_object_get(c->workspace, "mode");
+  const char *mode = ws_mode ? json_string_value(ws_mode) : "direct";
+
+  if (json_object_get(cj->body, "image") != NULL &&
+      strcmp(c->image, sb->image) != 0)
+    return wr_error_setx(err, EEXIST,
+                         "sandbox `%s` exists with image `%s`, not `%s`: "
+                         "remove it or create it under another name",
+                         sb->name, sb->image, c->image);
+  if (c->agent != NULL &&
+      (sb->spec.agent == NULL || strcmp(c->agent, sb->spec.agent) != 0))
+    return wr_error_setx(
+        err, EEXIST, "sandbox `%s` exists with agent `%s`, not `%s`", sb->name,
+        sb->spec.agent ? sb->spec.agent : "none", c->agent);
+  if (c->workspace != NULL &&
+      (sb->spec.ws_path == NULL || !json_is_string(ws_path) ||
+       strcmp(json_string_value(ws_path), sb->spec.ws_path) != 0 ||
+       mode == NULL || strcmp(mode, sb->spec.ws_mode) != 0))
+    return wr_error_setx(
+        err, EEXIST, "sandbox `%s` exists with another workspace (%s)",
+        sb->name, sb->spec.ws_path ? sb->spec.ws_path : "none");
+  return 0;
+}
+
+static void reused(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  if (err != NULL)
+    wr_http_reply_error(arg, 500, "start_failed", "%s", err->msg);
+  else
+    reply_created(arg, sb, true);
+}
+
+/* The operation in flight (its create, say) ended: look again. */
+static void reuse_again(struct wr_sandbox *sb, void *arg,
+                        const wr_error_t *err) {
+  (void)err;
+  wr_api_sandbox_create(arg, sb->d);
+}
+
+/* The sandbox of that name exists: answer with it, running (started or
+ * woken) unless the request said start: false. A create or any other
+ * operation in flight is waited for, so that two of these at once make
+ * one sandbox. */
+static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
+  wr_http_req_t *req = cj->req;
+  wr_error_t err;
+  int rc = 0;
+
+  if (check_reuse(cj, sb, &err) < 0) {
+    wr_http_reply_error(req, 409, "conflict", "%s", err.msg);
+    return;
+  }
+  if (sb->op != WR_OP_NONE) {
+    wr_sandbox_wait(sb, reuse_again, req);
+    return;
+  }
+  if (!cj->c.start || sb->state == WR_SB_RUNNING)
+    reply_created(req, sb, true);
+  else if (sb->state == WR_SB_PAUSED)
+    rc = wr_sandbox_resume(sb, WR_WAKE_API, reused, req, &err);
+  else
+    rc = wr_sandbox_start(sb, reused, req, &err);
+  if (rc < 0)
+    reply_refused(req, &err, "not_running");
+}
+
 /* Everything is checked: make the sandbox. */
 static void create_go(struct wr_daemon *d, struct create_job *cj) {
   struct create_req *c = &cj->c;
@@ -666,7 +766,12 @@ static void create_go(struct wr_daemon *d, struct create_job *cj) {
   struct wr_sandbox *sb;
   wr_error_t err;
 
-  /* The workspace check took a while: the name may be taken by now. */
+  /* The workspace check took a while: the name may be taken by now, and
+   * a create with reuse then takes that sandbox. */
+  if (c->reuse && find_by_name(d, c->name) != NULL) {
+    wr_api_sandbox_create(req, d);
+    return;
+  }
   if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL) {
     wr_error_setx(&err, EEXIST, "a sandbox named `%s` already exists", c->name);
     reply_create_err(req, &err);
@@ -723,7 +828,9 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"start", WR_JSON_BOOL, &c->start, false, NULL},
       {"agent", WR_JSON_STRING, &c->agent, false, NULL},
       {"workspace", WR_JSON_OBJECT, &c->workspace, false, NULL},
+      {"reuse", WR_JSON_BOOL, &c->reuse, false, NULL},
   };
+  struct wr_sandbox *sb;
   wr_error_t err;
 
   cj->req = req;
@@ -732,6 +839,17 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   c->start = true;
   c->ws.state_root = d->cfg.root;
   cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  if (cj->body != NULL && c->reuse && c->name == NULL) {
+    wr_http_reply_error(req, 400, "bad_request",
+                        "reuse needs a name: the sandbox to reuse");
+    create_job_free(cj);
+    return;
+  }
+  if (cj->body != NULL && c->reuse && (sb = find_by_name(d, c->name)) != NULL) {
+    reuse(cj, sb);
+    create_job_free(cj);
+    return;
+  }
   if (cj->body == NULL || check_create(d, c, &err) < 0) {
     if (cj->body != NULL)
       reply_create_err(req, &err);
@@ -750,14 +868,6 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
 }
 
 /* ---- lifecycle handlers ---------------------------------------------- */
-
-/* An operation refused at once: 409, busy or the code the handler names
- * for a sandbox in the wrong state. */
-static void reply_refused(wr_http_req_t *req, const wr_error_t *err,
-                          const char *code) {
-  wr_http_reply_error(req, 409, err->code == EBUSY ? "busy" : code, "%s",
-                      err->msg);
-}
 
 static void started(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   wr_http_req_t *req = arg;
