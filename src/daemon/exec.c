@@ -7,7 +7,13 @@
  * does the HTTP reply start, so a command that cannot start is a plain 4xx
  * error rather than a stream that ends badly.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
+#include "daemon/initconn.h"
+#include "daemon/jobs.h"
+#include "daemon/network.h"
+#include "daemon/procs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 #include <signal.h>

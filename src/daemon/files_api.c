@@ -10,7 +10,10 @@
  * calls and tar archives through a pipe to a job that writes or reads the
  * archive.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
+#include "daemon/jobs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -13,8 +13,12 @@
  * SIGKILL when the grace period ends, and the sandbox is stopped when
  * warren-init's pidfd says it has exited.
  */
-#include "daemon/daemon_internal.h"
-#include "daemon/network_internal.h"
+#include "daemon/initconn.h"
+#include "daemon/jobs.h"
+#include "daemon/procs.h"
+#include "daemon/roots.h"
+#include "daemon/sandbox.h"
+#include "daemon/network.h"
 
 #include <assert.h>
 #include <fcntl.h>

@@ -5,7 +5,13 @@
  * (lifecycle.c): they check a request, call the operation, and answer
  * when it is done.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/jobs.h"
+#include "daemon/kits.h"
+#include "daemon/procs.h"
+#include "daemon/request.h"
+#include "daemon/roots.h"
+#include "daemon/sandbox.h"
+#include "daemon/workspaces.h"
 #include "daemon/network_internal.h"
 
 #include <fcntl.h>
