@@ -1139,8 +1139,7 @@ static int net_main(int argc, char **argv) {
          (o.redirect && via_redirect->why[0] != '\0');
 }
 
-/* ---- wrbench wake ----------------------------------------------------------
- */
+/* ---- wrbench wake -------------------------------------------------------- */
 
 /* A host port nothing listens on now. */
 static int free_host_port(void) {

@@ -393,7 +393,6 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
 static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
   if (sb->state == WR_SB_RUNNING && sb->op == WR_OP_NONE && sb->conn != NULL)
     return true;
-  /* Paused only when it was paused again after the exec woke it. */
   if (sb->state == WR_SB_PAUSED)
     wr_http_reply_error(req, 409, "paused",
                         "sandbox `%s` is paused (resume it first)", sb->name);
@@ -470,9 +469,29 @@ static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
   return true;
 }
 
+static void user_done(struct wr_job *job);
+
+/* Paused again while the user was looked up: woken again, go on. */
+static void woken_again(struct wr_sandbox *sb, void *arg,
+                        const wr_error_t *err) {
+  struct spawn_ctx *c = arg;
+
+  if (err == NULL) {
+    user_done(&c->job);
+    return;
+  }
+  wr_http_on_abort(c->req, NULL, NULL);
+  wr_http_reply_error(c->req, 500, "wake_failed", "wake sandbox `%s`: %s",
+                      sb->name, err->msg);
+  spawn_ctx_free(c);
+}
+
 static void user_done(struct wr_job *job) {
   struct spawn_ctx *c = job->arg;
 
+  if (job->result == 0 &&
+      wr_sandbox_wake(c->sb, WR_WAKE_EXEC, woken_again, c) == 0)
+    return;
   if (!still_wanted(c, job)) {
     wr_http_on_abort(c->req, NULL, NULL);
     spawn_ctx_free(c);

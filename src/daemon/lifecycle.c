@@ -109,6 +109,8 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   assert(s == sb->state || (state_next[sb->state] & B(s)) != 0);
   assert(s != sb->state || set_error || op != sb->op);
   assert(op == sb->op || (op_next[sb->op] & B(op)) != 0);
+  /* Every change passes here: this is where it is observed (the event
+   * stream, idle timers, the limiter). */
   sb->op = op;
   if (s == sb->state && !set_error)
     return;
@@ -145,8 +147,7 @@ int wr_sandbox_can(const struct wr_sandbox *sb, enum wr_sandbox_op op,
   return 0;
 }
 
-/* ---- waiters ---------------------------------------------------------------
- */
+/* ---- waiters ------------------------------------------------------------ */
 
 static void add_waiter(struct wr_sandbox *sb, wr_sandbox_done_fn fn,
                        void *arg) {
@@ -591,8 +592,7 @@ int wr_sandbox_resume(struct wr_sandbox *sb, enum wr_wake_by by,
   return freeze(sb, false, by, done, arg, err);
 }
 
-/* ---- wake -----------------------------------------------------------------
- */
+/* ---- wake ---------------------------------------------------------------- */
 
 /* A wake that waits for a pause in flight: once it ends, wake again. */
 struct wake_retry {
