@@ -46,7 +46,8 @@
  *   `warren pause` / `warren resume` as a user types them;
  * - an HTTP GET to the published port of the paused sandbox, until the
  *   answer has been read, against the same GET once it runs: the
- *   difference is what waking on a connection costs.
+ *   difference is what waking on a connection costs; and the same for an
+ *   exec of `true`.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -1281,6 +1282,31 @@ static void bench_port_wake(const struct opts *o, wr_http_client_t *c,
   free(hv);
 }
 
+/* The same for an exec of `true`. */
+static void bench_exec_wake(const struct opts *o, wr_http_client_t *c) {
+  double *wv = xcalloc((size_t)o->runs, sizeof(double));
+  double *hv = xcalloc((size_t)o->runs, sizeof(double));
+  int n = 0;
+
+  for (int i = 0; i < o->runs; i++) {
+    uint64_t t0;
+    if (call(c, "POST", "/v1/sandboxes/bench-wake/pause", NULL) != 200)
+      continue;
+    t0 = wr_mono_ns();
+    if (exec_true(c, "bench-wake") < 0)
+      continue;
+    wv[n] = ms_since(t0);
+    t0 = wr_mono_ns();
+    if (exec_true(c, "bench-wake") < 0)
+      continue;
+    hv[n++] = ms_since(t0);
+  }
+  if (n > 0)
+    report("exec true in a paused sandbox", wv, n, "running", hv, n);
+  free(wv);
+  free(hv);
+}
+
 static int wake_main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -1309,6 +1335,7 @@ static int wake_main(int argc, char **argv) {
   if (wake_setup(c, &port) == 0) {
     bench_pause_resume(&o, c);
     bench_port_wake(&o, c, port);
+    bench_exec_wake(&o, c);
   }
   destroy(c, "bench-wake");
   wr_http_client_close(c);

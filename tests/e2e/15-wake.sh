@@ -50,6 +50,7 @@ test_exec_wakes_a_paused_sandbox() {
   assert_eq null "$(sb_get wk-exec .last_wake)" "no wake yet"
   assert_eq hello "$("$WARREN" exec wk-exec -- echo hello)" "exec while paused"
   wk_woken_by wk-exec exec
+  assert_contains "$("$WARREN" inspect wk-exec)" "woken:     by exec" "inspect"
   # pause then exec again: the explicit pause is undone by the exec.
   wk_paused wk-exec
   "$WARREN" exec wk-exec -- true
