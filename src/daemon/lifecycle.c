@@ -101,19 +101,11 @@ const char *wr_wake_by_name(enum wr_wake_by by) {
   return wake_names[by];
 }
 
-void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
-                           enum wr_sandbox_op op, bool set_error,
-                           const char *error) {
+/* Store the state and its error. */
+static void store_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
+                        bool set_error, const char *error) {
   wr_error_t err;
 
-  assert(s == sb->state || (state_next[sb->state] & B(s)) != 0);
-  assert(s != sb->state || set_error || op != sb->op);
-  assert(op == sb->op || (op_next[sb->op] & B(op)) != 0);
-  /* Every change passes here: this is where it is observed (the event
-   * stream, idle timers, the limiter). */
-  sb->op = op;
-  if (s == sb->state && !set_error)
-    return;
   if (set_error) {
     /* `error` may be sb->error itself (a stop keeps the reason it had). */
     char *copy = error ? xstrdup(error) : NULL;
@@ -125,6 +117,26 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s],
                                  sb->error, &err) < 0)
     wr_err("sandbox %s: %s", sb->id, err.msg);
+}
+
+void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
+                           enum wr_sandbox_op op, bool set_error,
+                           const char *error) {
+  enum wr_sandbox_state from = sb->state;
+  enum wr_sandbox_op from_op = sb->op;
+
+  assert(s == from || (state_next[from] & B(s)) != 0);
+  assert(s != from || set_error || op != from_op);
+  assert(op == from_op || (op_next[from_op] & B(op)) != 0);
+  sb->op = op;
+  if (s != from || set_error)
+    store_state(sb, s, set_error, error);
+  /* Every change is observed here, from (from, from_op) to (s, op), with
+   * what caused it in sb (last_wake_by for a wake, removed for a removal
+   * that ended): the event stream, idle timers and the limiter. */
+  wr_debug("sandbox %s: %s (%s) -> %s (%s)", sb->name, state_names[from],
+           op_names[from_op] ? op_names[from_op] : "-", state_names[s],
+           op_names[op] ? op_names[op] : "-");
 }
 
 void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
