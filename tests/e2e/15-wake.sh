@@ -129,10 +129,11 @@ test_twenty_wakes_lose_nothing() {
   "$WARREN" exec wk-keep -- sh -c 'head -c 1048576 /dev/urandom >/root/blob'
   sum1=$("$WARREN" exec wk-keep -- sha256sum /root/blob)
   "$WARREN" exec -d --tag counter wk-keep -- sh -c \
-    'i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.02; done' >/dev/null
+    'i=0; while :; do i=$((i+1)); echo $i >/tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.02; done' >/dev/null
   # A server and a client on one loopback connection: the client writes a
   # line every 20 ms and counts the echoes in /tmp/echoes; a broken
-  # connection ends it.
+  # connection ends it. Both counters are replaced whole (rename), so
+  # that a read never sees a file half written.
   "$WARREN" exec -d --tag echo-server wk-keep -- python3 -c '
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,7 +146,7 @@ while True:
     c.sendall(d)' >/dev/null
   sleep 0.3
   "$WARREN" exec -d --tag echo-client wk-keep -- python3 -c '
-import socket, time
+import os, socket, time
 c = socket.create_connection(("127.0.0.1", 7000))
 n = 0
 while True:
@@ -153,7 +154,8 @@ while True:
     if c.recv(16) != b"x\n":
         raise SystemExit("bad echo")
     n += 1
-    open("/tmp/echoes", "w").write(str(n))
+    open("/tmp/echoes.new", "w").write(str(n))
+    os.replace("/tmp/echoes.new", "/tmp/echoes")
     time.sleep(0.02)' >/dev/null
   wait_until 10 "$WARREN" exec wk-keep -- test -s /tmp/echoes ||
     fail "the echo client never counted"
