@@ -6,6 +6,7 @@
  *           [--ws-files N] [--cli PATH]
  *   wrbench net --sink ADDR:PORT [--pid PID] [--proxy ADDR:PORT] [--mib N]
  *               [--conns N] [--runs N] [--no-redirect]
+ *   wrbench wake [--socket PATH] [--cli PATH] [--runs N]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -37,6 +38,16 @@
  * The paths take turns (a transfer, or a quarter of the connections, of
  * each in a row), so that a load that comes and goes on a shared machine
  * weighs on the direct figure and its peers alike.
+ *
+ * `wrbench wake` (optional; bench/run does not run it) measures pause and
+ * wake in one sandbox running python3's http.server on a published port:
+ * - pause and resume, through the API (one client on the socket: the
+ *   daemon's time and one local round trip) and, with --cli, through
+ *   `warren pause` / `warren resume` as a user types them;
+ * - an HTTP GET to the published port of the paused sandbox, until the
+ *   answer has been read, against the same GET once it runs: the
+ *   difference is what waking on a connection costs; and the same for an
+ *   exec of `true`.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -1129,6 +1140,208 @@ static int net_main(int argc, char **argv) {
          (o.redirect && via_redirect->why[0] != '\0');
 }
 
+/* ---- wrbench wake -------------------------------------------------------- */
+
+/* A host port nothing listens on now. */
+static int free_host_port(void) {
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0)
+    close(fd);
+  return port;
+}
+
+/* GET / from 127.0.0.1:port, read to the end: 0 when it answered 200. */
+static int http_get(int port) {
+  static const char req[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  char buf[4096];
+  size_t got = 0;
+  ssize_t n;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+  if (fd < 0)
+    return -1;
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+      write_full(fd, req, sizeof(req) - 1) < 0) {
+    close(fd);
+    return -1;
+  }
+  while ((n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+    if ((got += (size_t)n) == sizeof(buf) - 1)
+      got = 12; /* keep the status line */
+  buf[got] = '\0';
+  ok = strncmp(buf, "HTTP/1.0 200", 12) == 0 ? 0 : -1;
+  close(fd);
+  return ok;
+}
+
+/* The sandbox, its server and its published port; the host port. */
+static int wake_setup(wr_http_client_t *c, int *host_port) {
+  static const char web[] =
+      "{\"cmd\":[\"python3\",\"-m\",\"http.server\",\"8000\","
+      "\"--bind\",\"127.0.0.1\",\"--directory\",\"/etc\"],"
+      "\"background\":true,\"tag\":\"web\"}";
+  char body[128];
+
+  destroy(c, "bench-wake");
+  *host_port = free_host_port();
+  snprintf(body, sizeof(body), "{\"host_port\":%d,\"port\":8000}", *host_port);
+  if (*host_port < 0 || create(c, "bench-wake") < 0 ||
+      call(c, "POST", "/v1/sandboxes/bench-wake/exec", web) != 201 ||
+      call(c, "POST", "/v1/sandboxes/bench-wake/ports", body) != 201)
+    return -1;
+  for (int i = 0; i < 200; i++) {
+    if (http_get(*host_port) == 0)
+      return 0;
+    usleep(50000);
+  }
+  fprintf(stderr, "wrbench: the server in bench-wake never answered\n");
+  return -1;
+}
+
+static int timed_call(wr_http_client_t *c, const char *path, double *ms) {
+  uint64_t t0 = wr_mono_ns();
+
+  if (call(c, "POST", path, NULL) != 200)
+    return -1;
+  *ms = ms_since(t0);
+  return 0;
+}
+
+static int timed_run(char *const argv[], double *ms) {
+  uint64_t t0 = wr_mono_ns();
+
+  if (run_quiet(argv) != 0)
+    return -1;
+  *ms = ms_since(t0);
+  return 0;
+}
+
+static void bench_pause_resume(const struct opts *o, wr_http_client_t *c) {
+  double *pv = xcalloc((size_t)o->runs, sizeof(double));
+  double *rv = xcalloc((size_t)o->runs, sizeof(double));
+  char *cp[] = {(char *)o->cli, "pause", "bench-wake", NULL};
+  char *cr[] = {(char *)o->cli, "resume", "bench-wake", NULL};
+  int n = 0, m = 0;
+
+  for (int i = 0; i < o->runs; i++)
+    if (timed_call(c, "/v1/sandboxes/bench-wake/pause", &pv[n]) == 0 &&
+        timed_call(c, "/v1/sandboxes/bench-wake/resume", &rv[n]) == 0)
+      n++;
+  if (n > 0) {
+    report("pause (API)", pv, n, NULL, NULL, 0);
+    report("resume (API)", rv, n, NULL, NULL, 0);
+  }
+  for (int i = 0; o->cli != NULL && i < o->runs; i++)
+    if (timed_run(cp, &pv[m]) == 0 && timed_run(cr, &rv[m]) == 0)
+      m++;
+  if (m > 0) {
+    report("warren pause (CLI)", pv, m, NULL, NULL, 0);
+    report("warren resume (CLI)", rv, m, NULL, NULL, 0);
+  }
+  free(pv);
+  free(rv);
+}
+
+/* Paused and running take turns, so that load on a shared machine weighs
+ * on both alike. */
+static void bench_port_wake(const struct opts *o, wr_http_client_t *c,
+                            int port) {
+  double *wv = xcalloc((size_t)o->runs, sizeof(double));
+  double *hv = xcalloc((size_t)o->runs, sizeof(double));
+  int n = 0;
+
+  for (int i = 0; i < o->runs; i++) {
+    uint64_t t0;
+    if (call(c, "POST", "/v1/sandboxes/bench-wake/pause", NULL) != 200)
+      continue;
+    t0 = wr_mono_ns();
+    if (http_get(port) < 0)
+      continue;
+    wv[n] = ms_since(t0);
+    t0 = wr_mono_ns();
+    if (http_get(port) < 0)
+      continue;
+    hv[n++] = ms_since(t0);
+  }
+  if (n > 0) {
+    report("GET to a paused sandbox's port", wv, n, "running", hv, n);
+    printf("%-34s p50 %8.2f ms\n", "  wake on a connection costs",
+           pct(wv, n, 50) - pct(hv, n, 50));
+  }
+  free(wv);
+  free(hv);
+}
+
+/* The same for an exec of `true`. */
+static void bench_exec_wake(const struct opts *o, wr_http_client_t *c) {
+  double *wv = xcalloc((size_t)o->runs, sizeof(double));
+  double *hv = xcalloc((size_t)o->runs, sizeof(double));
+  int n = 0;
+
+  for (int i = 0; i < o->runs; i++) {
+    uint64_t t0;
+    if (call(c, "POST", "/v1/sandboxes/bench-wake/pause", NULL) != 200)
+      continue;
+    t0 = wr_mono_ns();
+    if (exec_true(c, "bench-wake") < 0)
+      continue;
+    wv[n] = ms_since(t0);
+    t0 = wr_mono_ns();
+    if (exec_true(c, "bench-wake") < 0)
+      continue;
+    hv[n++] = ms_since(t0);
+  }
+  if (n > 0)
+    report("exec true in a paused sandbox", wv, n, "running", hv, n);
+  free(wv);
+  free(hv);
+}
+
+static int wake_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"cli", required_argument, NULL, 'c'},
+      {"runs", required_argument, NULL, 'r'},
+      {NULL, 0, NULL, 0},
+  };
+  struct opts o = {.socket = "/run/warren/warrend.sock", .runs = 20};
+  wr_http_client_t *c;
+  int ch, port;
+
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 'c')
+      o.cli = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg);
+    else
+      return 2;
+  }
+  if (o.runs < 1)
+    return 2;
+  c = connect_daemon(&o);
+  printf("warren bench wake: %d runs\n", o.runs);
+  if (wake_setup(c, &port) == 0) {
+    bench_pause_resume(&o, c);
+    bench_port_wake(&o, c, port);
+    bench_exec_wake(&o, c);
+  }
+  destroy(c, "bench-wake");
+  wr_http_client_close(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -1150,6 +1363,8 @@ int main(int argc, char **argv) {
 
   if (argc > 1 && strcmp(argv[1], "net") == 0)
     return net_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "wake") == 0)
+    return wake_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {

@@ -118,6 +118,7 @@ struct wr_cli_create_opts {
   char **env;    /* "K=V", validated */
   char **labels; /* "K=V", validated */
   bool no_start, json, help;
+  bool reuse; /* --reuse: the sandbox named --name if it exists */
 };
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err);

@@ -41,6 +41,9 @@ static const char help[] =
     "  --label K=V      a label to find it by (repeatable)\n"
     "  --workdir DIR    working directory of processes (default: /)\n"
     "  --no-start       create it stopped\n"
+    "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
+    "                   it is stopped, wake it if it is paused (refused if\n"
+    "                   its image, agent or workspace differ)\n"
     "  --clone          clone mode (see above)\n"
     "  --json           print the sandbox as JSON\n"
     "  -h, --help       show this help\n"
@@ -49,6 +52,7 @@ static const char help[] =
     "  warren create --name my-project claude .\n"
     "  warren create --name review --clone codex ~/src/app\n"
     "  warren create --name web --memory 1g --cpus 1.5 --disk 2g\n"
+    "  warren create --name web --reuse\n"
     "  warren create --name ci --label team=infra --env CI=1 --json\n";
 
 enum {
@@ -65,6 +69,7 @@ enum {
   OPT_JSON,
   OPT_CLONE,
   OPT_SNAPSHOT,
+  OPT_REUSE,
 };
 
 static const struct option longopts[] = {
@@ -81,6 +86,7 @@ static const struct option longopts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"clone", no_argument, NULL, OPT_CLONE},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"reuse", no_argument, NULL, OPT_REUSE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -149,6 +155,9 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
   case OPT_CLONE:
     o->clone = true;
     return 0;
+  case OPT_REUSE:
+    o->reuse = true;
+    return 0;
   }
   return parse_value(o, c, arg, err);
 }
@@ -205,6 +214,8 @@ static int parse_positional(struct wr_cli_create_opts *o, int argc, char **argv,
     return -1;
   if (o->clone && o->path == NULL)
     return wr_error_set(err, 0, "--clone needs a PATH: a git repository");
+  if (o->reuse && o->name == NULL)
+    return wr_error_set(err, 0, "--reuse needs --name: the sandbox to reuse");
   return 0;
 }
 
@@ -260,6 +271,8 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "start", json_false());
   if (o->agent != NULL)
     json_object_set_new(body, "agent", json_string(o->agent));
+  if (o->reuse)
+    json_object_set_new(body, "reuse", json_true());
   if (o->path != NULL)
     json_object_set_new(body, "workspace",
                         json_pack("{s:s,s:s}", "path", o->path, "mode",
@@ -306,6 +319,7 @@ int wr_cli_cmd_create(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   _cleanup_json_ json_t *sb = NULL;
   _cleanup_free_ char *git_dir = NULL;
   wr_error_t err = {0};
+  bool reused;
 
   if (wr_cli_create_parse(argc, argv, &o, &err) < 0)
     return wr_cli_usage("create", &err);
@@ -320,9 +334,13 @@ int wr_cli_cmd_create(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   body = wr_cli_create_body(&o);
   if (wr_cli_call(ctx, "POST", "/v1/sandboxes", body, &sb, NULL, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
-  if (o.clone && setup_clone(ctx, sb, &o, git_dir, &err) < 0)
+  reused = json_is_true(json_object_get(sb, "reused"));
+  /* A reused clone-mode sandbox has its clone and its remote already. */
+  if (o.clone && !reused && setup_clone(ctx, sb, &o, git_dir, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
-  if (!o.json)
+  if (!o.json && reused)
+    fprintf(stderr, "%s: reused (it existed)\n", wr_cli_jstr(sb, "name"));
+  else if (!o.json)
     say_workspace(sb, &o);
   if (o.json)
     return wr_cli_print_json(sb) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;

@@ -58,6 +58,20 @@ static void time_field(const char *key, const json_t *sb, const char *name) {
   line(key, text);
 }
 
+/* What last woke it from paused (nothing when nothing has). */
+static void wake_field(const json_t *sb) {
+  const json_t *w = json_object_get(sb, "last_wake");
+  char ago[64];
+  _cleanup_free_ char *text = NULL;
+
+  if (!json_is_object(w))
+    return;
+  wr_cli_field_ago(w, "at", ago, sizeof(ago));
+  text = xasprintf("by %s, %s (%s)", wr_cli_jstr(w, "by"), wr_cli_jstr(w, "at"),
+                   ago);
+  line("woken:", text);
+}
+
 /* K=V lines under one key, "-" when there are none. */
 static void map_field(const char *key, const json_t *map) {
   const char *k;
@@ -171,6 +185,7 @@ static void print_sandbox(const json_t *sb) {
   line("workdir:", wr_cli_jstr(sb, "workdir"));
   time_field("created:", sb, "created_at");
   time_field("updated:", sb, "updated_at");
+  wake_field(sb);
   field("pid:", json_object_get(sb, "pid"));
   field("uid base:", json_object_get(sb, "uid_base"));
   print_limits(json_object_get(sb, "limits"));

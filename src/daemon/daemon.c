@@ -1,194 +1,18 @@
 /*
- * warrend's setup, route table, recovery after a restart, and the small
- * helpers every handler shares.
+ * warrend's setup, GET /v1/info, recovery after a restart, and shutdown.
  */
-#include "daemon/daemon_internal.h"
 #include "daemon/events.h"
+#include "daemon/initconn.h"
+#include "daemon/network.h"
+#include "daemon/procs.h"
+#include "daemon/roots.h"
+#include "daemon/sandbox.h"
+#include "daemon/snapshots.h"
 
 #include <fcntl.h>
 #include <libgen.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-
-static const struct wr_http_route routes[] = {
-    {"GET", "/v1/info", wr_api_info, 0},
-    {"GET", "/v1/images", wr_api_image_list, 0},
-    {"POST", "/v1/images", wr_api_image_build, 0},
-    {"GET", "/v1/images/{name}", wr_api_image_get, 0},
-    {"DELETE", "/v1/images/{name}", wr_api_image_delete, 0},
-    {"POST", "/v1/sandboxes", wr_api_sandbox_create, 0},
-    {"GET", "/v1/sandboxes", wr_api_sandbox_list, 0},
-    {"GET", "/v1/sandboxes/{id}", wr_api_sandbox_get, 0},
-    {"DELETE", "/v1/sandboxes/{id}", wr_api_sandbox_delete, 0},
-    {"POST", "/v1/sandboxes/{id}/start", wr_api_sandbox_start, 0},
-    {"POST", "/v1/sandboxes/{id}/stop", wr_api_sandbox_stop, 0},
-    {"POST", "/v1/sandboxes/{id}/pause", wr_api_sandbox_pause, 0},
-    {"POST", "/v1/sandboxes/{id}/resume", wr_api_sandbox_resume, 0},
-    {"POST", "/v1/sandboxes/{id}/exec", wr_api_exec, 0},
-    {"GET", "/v1/sandboxes/{id}/processes", wr_api_proc_list, 0},
-    {"GET", "/v1/sandboxes/{id}/processes/{tag}", wr_api_proc_get, 0},
-    {"DELETE", "/v1/sandboxes/{id}/processes/{tag}", wr_api_proc_delete, 0},
-    {"GET", "/v1/sandboxes/{id}/processes/{tag}/output", wr_api_proc_output, 0},
-    {"POST", "/v1/sandboxes/{id}/processes/{tag}/signal", wr_api_proc_signal,
-     0},
-    {"GET", "/v1/sandboxes/{id}/files", wr_api_files_read, 0},
-    {"PUT", "/v1/sandboxes/{id}/files", wr_api_files_write,
-     WR_ROUTE_STREAM_BODY},
-    {"DELETE", "/v1/sandboxes/{id}/files", wr_api_files_delete, 0},
-    {"GET", "/v1/sandboxes/{id}/files/stat", wr_api_files_stat, 0},
-    {"GET", "/v1/sandboxes/{id}/files/list", wr_api_files_list, 0},
-    {"POST", "/v1/sandboxes/{id}/files/mkdir", wr_api_files_mkdir, 0},
-    {"POST", "/v1/sandboxes/{id}/files/move", wr_api_files_move, 0},
-    {"POST", "/v1/sandboxes/{id}/files/chmod", wr_api_files_chmod, 0},
-    {"GET", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_get, 0},
-    {"PUT", "/v1/sandboxes/{id}/files/archive", wr_api_files_archive_put,
-     WR_ROUTE_STREAM_BODY},
-    {"GET", "/v1/sandboxes/{id}/diff", wr_api_sandbox_diff, 0},
-    {"GET", "/v1/sandboxes/{id}/ports", wr_api_ports_list, 0},
-    {"POST", "/v1/sandboxes/{id}/ports", wr_api_ports_publish, 0},
-    {"DELETE", "/v1/sandboxes/{id}/ports/{host_port}", wr_api_ports_unpublish,
-     0},
-    {"GET", "/v1/policy", wr_api_policy_get, 0},
-    {"POST", "/v1/policy/init", wr_api_policy_init, 0},
-    {"POST", "/v1/policy/rules", wr_api_policy_rule_add, 0},
-    {"DELETE", "/v1/policy/rules/{rule}", wr_api_policy_rule_delete, 0},
-    {"POST", "/v1/policy/check", wr_api_policy_check, 0},
-    {"GET", "/v1/policy/log", wr_api_policy_log, 0},
-    {"GET", "/v1/secrets", wr_api_secret_list, 0},
-    {"PUT", "/v1/secrets/{service}", wr_api_secret_put, 0},
-    {"DELETE", "/v1/secrets/{service}", wr_api_secret_delete, 0},
-    {"GET", "/v1/kits", wr_api_kit_list, 0},
-    {"GET", "/v1/kits/{name}", wr_api_kit_get, 0},
-    {"GET", "/v1/events", wr_api_events, 0}, /* events.c */
-    /* Snapshots (snapshots.c). */
-    {"POST", "/v1/sandboxes/{id}/snapshots", wr_api_snapshot_create, 0},
-    {"GET", "/v1/snapshots", wr_api_snapshot_list, 0},
-    {"GET", "/v1/snapshots/{id}", wr_api_snapshot_get, 0},
-    {"DELETE", "/v1/snapshots/{id}", wr_api_snapshot_delete, 0},
-    {"GET", "/v1/snapshots/{id}/export", wr_api_snapshot_export, 0},
-    {"POST", "/v1/snapshots/import", wr_api_snapshot_import,
-     WR_ROUTE_STREAM_BODY},
-};
-
-const struct wr_http_route *wr_daemon_routes(size_t *n) {
-  *n = WR_ARRAY_SIZE(routes);
-  return routes;
-}
-
-/* ---- helpers ------------------------------------------------------------ */
-
-void wr_reply_err(wr_http_req_t *req, const wr_error_t *err) {
-  switch (err->code) {
-  case ENOENT:
-    wr_http_reply_error(req, 404, "not_found", "%s", err->msg);
-    break;
-  case EEXIST:
-    wr_http_reply_error(req, 409, "conflict", "%s", err->msg);
-    break;
-  case EBUSY:
-    wr_http_reply_error(req, 409, "busy", "%s", err->msg);
-    break;
-  case ESTALE: /* a workspace that is not the directory recorded */
-    wr_http_reply_error(req, 409, "conflict", "%s", err->msg);
-    break;
-  case E2BIG:
-    wr_http_reply_error(req, 400, "too_large", "%s", err->msg);
-    break;
-  case 0:
-  case EINVAL:
-  case ENAMETOOLONG:
-  case ELOOP:
-  case ENOTDIR:
-  case EISDIR:
-  case ENOTEMPTY:
-  case EXDEV:
-    wr_http_reply_error(req, 400, "bad_request", "%s", err->msg);
-    break;
-  case EACCES:
-  case EPERM:
-  case EROFS:
-    wr_http_reply_error(req, 403, "forbidden", "%s", err->msg);
-    break;
-  case ENOSPC:
-  case EDQUOT:
-  case EFBIG:
-    wr_http_reply_error(req, 507, "no_space", "%s", err->msg);
-    break;
-  default:
-    wr_http_reply_error(req, 500, "internal", "%s", err->msg);
-  }
-}
-
-json_t *wr_req_json(wr_http_req_t *req, const struct wr_json_field *fields,
-                    size_t n) {
-  size_t len = 0;
-  const char *body = wr_http_body(req, &len);
-  json_t *j = NULL;
-  wr_error_t err;
-
-  if (wr_json_parse_object(body, len, true, &j, &err) < 0 ||
-      wr_json_unpack(j, fields, n, &err) < 0) {
-    json_decref(j);
-    wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
-    return NULL;
-  }
-  return j;
-}
-
-int wr_req_bool(wr_http_req_t *req, const char *name, bool def, bool *out) {
-  const char *v = wr_http_query(req, name);
-
-  if (v == NULL) {
-    *out = def;
-    return 0;
-  }
-  if (*v == '\0' || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
-    *out = true;
-    return 0;
-  }
-  if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-    *out = false;
-    return 0;
-  }
-  wr_http_reply_error(req, 400, "bad_request",
-                      "query `%s` must be true or false", name);
-  return -1;
-}
-
-int wr_req_u64(wr_http_req_t *req, const char *name, uint64_t def, uint64_t min,
-               uint64_t max, uint64_t *out) {
-  const char *v = wr_http_query(req, name);
-  wr_error_t err;
-
-  *out = def;
-  if (v == NULL || wr_parse_u64(v, min, max, out, &err) == 0)
-    return 0;
-  wr_http_reply_error(req, 400, "bad_request", "query `%s`: %s", name, err.msg);
-  return -1;
-}
-
-static void job_work(uv_work_t *w) {
-  struct wr_job *job = w->data;
-
-  wr_error_clear(&job->err);
-  job->fn(job);
-}
-
-static void job_after(uv_work_t *w, int status) {
-  struct wr_job *job = w->data;
-
-  if (status == UV_ECANCELED) {
-    job->result = -1;
-    wr_error_set(&job->err, ECANCELED, "cancelled");
-  }
-  job->done(job);
-}
-
-void wr_job_queue(struct wr_daemon *d, struct wr_job *job) {
-  job->d = d;
-  job->work.data = job;
-  uv_queue_work(d->loop, &job->work, job_work, job_after);
-}
 
 /* ---- info ---------------------------------------------------------------- */
 
@@ -230,6 +54,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
       .cgroup_favor_dynmods = cfg->cgroup_favor_dynmods,
   };
   _cleanup_free_ char *db = xasprintf("%s/warren.db", cfg->root);
+  const struct wr_http_route *routes;
+  size_t nroutes;
 
   memset(d, 0, sizeof(*d));
   d->loop = loop;
@@ -252,8 +78,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
       wr_snapshots_init(d, err) < 0 /* snapshots */)
     return -1;
-  return wr_http_server_new(loop, routes, WR_ARRAY_SIZE(routes), d, NULL,
-                            &d->http, err);
+  routes = wr_daemon_routes(&nroutes);
+  return wr_http_server_new(loop, routes, nroutes, d, NULL, &d->http, err);
 }
 
 /* The API key for TCP clients: ROOT/api.key, made on first use. */

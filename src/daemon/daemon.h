@@ -89,17 +89,11 @@ int wr_daemon_listen(struct wr_daemon *d, wr_error_t *err);
 void wr_daemon_shutdown(struct wr_daemon *d);
 void wr_daemon_fini(struct wr_daemon *d);
 
-/* The route table (also used by the test that compares it with
- * docs/api.yaml). */
+/* The route table (routes.c; also used by the test that compares it
+ * with docs/api.yaml). */
 const struct wr_http_route *wr_daemon_routes(size_t *n);
 
 /* ---- shared by the handler files ---------------------------------------- */
-
-/* Reply with an error derived from err->code (ENOENT -> 404 not_found,
- * EEXIST -> 409 conflict, EINVAL -> 400 bad_request, E2BIG -> 400
- * too_large (a limit, which the message names), EBUSY -> 409 busy,
- * others -> 500 internal). */
-void wr_reply_err(wr_http_req_t *req, const wr_error_t *err);
 
 /* Images (images.c). */
 void wr_api_image_list(wr_http_req_t *req, void *ctx);

@@ -11,7 +11,10 @@
  * re-aimed its path gets the diff refused, not a listing of where it
  * points.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
+#include "daemon/jobs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #define DIFF_DEFAULT_LIMIT 10000
 #define DIFF_MAX_LIMIT 1000000

@@ -7,7 +7,13 @@
  * does the HTTP reply start, so a command that cannot start is a plain 4xx
  * error rather than a stream that ends badly.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
+#include "daemon/initconn.h"
+#include "daemon/jobs.h"
+#include "daemon/network.h"
+#include "daemon/procs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -385,7 +391,7 @@ static int check_exec(struct wr_sandbox *sb, struct exec_req *x,
 }
 
 static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
-  if (sb->state == WR_SB_RUNNING && sb->busy == NULL && sb->conn != NULL)
+  if (sb->state == WR_SB_RUNNING && sb->op == WR_OP_NONE && sb->conn != NULL)
     return true;
   if (sb->state == WR_SB_PAUSED)
     wr_http_reply_error(req, 409, "paused",
@@ -393,7 +399,7 @@ static bool check_running(struct wr_sandbox *sb, wr_http_req_t *req) {
   else
     wr_http_reply_error(req, 409, "not_running",
                         "sandbox `%s` is not running%s", sb->name,
-                        sb->busy ? " (busy)" : "");
+                        sb->op != WR_OP_NONE ? " (busy)" : "");
   return false;
 }
 
@@ -463,9 +469,29 @@ static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
   return true;
 }
 
+static void user_done(struct wr_job *job);
+
+/* Paused again while the user was looked up: woken again, go on. */
+static void woken_again(struct wr_sandbox *sb, void *arg,
+                        const wr_error_t *err) {
+  struct spawn_ctx *c = arg;
+
+  if (err == NULL) {
+    user_done(&c->job);
+    return;
+  }
+  wr_http_on_abort(c->req, NULL, NULL);
+  wr_http_reply_error(c->req, 500, "wake_failed", "wake sandbox `%s`: %s",
+                      sb->name, err->msg);
+  spawn_ctx_free(c);
+}
+
 static void user_done(struct wr_job *job) {
   struct spawn_ctx *c = job->arg;
 
+  if (job->result == 0 &&
+      wr_sandbox_wake(c->sb, WR_WAKE_EXEC, woken_again, c) == 0)
+    return;
   if (!still_wanted(c, job)) {
     wr_http_on_abort(c->req, NULL, NULL);
     spawn_ctx_free(c);
@@ -480,7 +506,8 @@ void wr_api_exec(wr_http_req_t *req, void *ctx) {
   wr_error_t err;
   int rootfd;
 
-  if (sb == NULL || !check_running(sb, req) ||
+  if (sb == NULL || !wr_sandbox_awake(sb, req, WR_WAKE_EXEC, wr_api_exec) ||
+      !check_running(sb, req) ||
       !wr_sandbox_root_ready(sb, req, wr_api_exec, &rootfd))
     return;
   c = xcalloc(1, sizeof(*c));
@@ -550,7 +577,8 @@ void wr_api_proc_output(wr_http_req_t *req, void *ctx) {
   bool follow, frames;
 
   if (p == NULL || wr_req_bool(req, "follow", false, &follow) < 0 ||
-      wr_req_u64(req, "offset", 0, 0, UINT64_MAX, &offset) < 0)
+      wr_req_u64(req, "offset", 0, 0, UINT64_MAX, &offset) < 0 ||
+      !wr_sandbox_awake(sb, req, WR_WAKE_ATTACH, wr_api_proc_output))
     return;
   frames = wr_http_wants_upgrade(req, "warren-exec");
   wr_watch(p, req, frames, frames, frames || follow, offset);

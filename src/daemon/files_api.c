@@ -10,7 +10,10 @@
  * calls and tar archives through a pipe to a job that writes or reads the
  * archive.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
+#include "daemon/jobs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -152,7 +155,10 @@ static struct fjob *fjob_new(void *ctx, wr_http_req_t *req,
     wr_reply_err(req, &err);
     return NULL;
   }
-  if (!wr_sandbox_root_ready(sb, req, self, &rootfd))
+  /* A paused sandbox wakes for its files too: a request for one is work
+   * in it, and its processes see the change at once. */
+  if (!wr_sandbox_awake(sb, req, WR_WAKE_FILES, self) ||
+      !wr_sandbox_root_ready(sb, req, self, &rootfd))
     return NULL;
   j = xcalloc(1, sizeof(*j));
   j->sb = sb;

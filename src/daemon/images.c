@@ -31,7 +31,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "daemon/daemon_internal.h"
+#include "daemon/jobs.h"
+#include "daemon/network.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #define TAIL_LINES 12
 #define LINE_MAX_BYTES 1024

@@ -9,7 +9,9 @@
  * init does not read (it may be frozen) makes requests fail with EAGAIN
  * rather than stall the loop.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/initconn.h"
+#include "daemon/procs.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 

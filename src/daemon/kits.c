@@ -13,6 +13,7 @@
  * The files are small and local, so they are read on the loop thread, as
  * the policy preset is.
  */
+#include "daemon/kits.h"
 #include "daemon/network_internal.h"
 
 #include <dirent.h>

@@ -15,7 +15,6 @@
  *
  * Loop thread only.
  */
-#include "daemon/daemon_internal.h"
 #include "daemon/network_internal.h"
 
 #define WR_NETLOG_FLUSH_MS 20

@@ -742,6 +742,40 @@ json_t *wr_network_trust_json(struct wr_daemon *d) {
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+/* What moves on a sandbox's connections, kept in the sandbox for what
+ * tells idle from busy (the idle pause). */
+static void on_net_activity(void *arg, const char *id,
+                            enum wr_net_activity what, bool from_host) {
+  struct wr_network *nw = arg;
+  struct wr_sandbox *sb = wr_sandbox_find(nw->d, id);
+
+  (void)from_host;
+  if (sb == NULL)
+    return;
+  if (what == WR_NET_CONN_OPENED)
+    sb->net_conns++;
+  else if (what == WR_NET_CONN_CLOSED && sb->net_conns > 0)
+    sb->net_conns--;
+  sb->net_active_ms = wr_now_ms();
+}
+
+static void port_woken(struct wr_sandbox *sb, void *arg,
+                       const wr_error_t *err) {
+  struct wr_network *nw = arg;
+
+  if (err != NULL)
+    wr_warn("sandbox %s: wake for a published port: %s", sb->name, err->msg);
+  wr_net_woken(nw->net, sb->id, err == NULL);
+}
+
+/* A published port's connection for a paused sandbox waits for its wake. */
+static bool on_net_wake(void *arg, const char *id) {
+  struct wr_network *nw = arg;
+  struct wr_sandbox *sb = wr_sandbox_find(nw->d, id);
+
+  return sb == NULL || wr_sandbox_wake(sb, WR_WAKE_PORT, port_woken, nw) == 1;
+}
+
 static int make_engine(struct wr_network *nw, wr_error_t *err) {
   _cleanup_free_ char *ca_dir = xasprintf("%s/ca", nw->d->cfg.root);
   struct wr_net_config cfg = {
@@ -752,6 +786,9 @@ static int make_engine(struct wr_network *nw, wr_error_t *err) {
       .resolvers = nw->d->cfg.resolvers,
       .log = on_net_event,
       .log_arg = nw,
+      .activity = on_net_activity,
+      .wake = on_net_wake,
+      .hook_arg = nw,
   };
 
   if (wr_mkdir_p(ca_dir, 0700, err) < 0)

@@ -6,7 +6,10 @@
 #ifndef WR_NETWORK_INTERNAL_H
 #define WR_NETWORK_INTERNAL_H
 
-#include "daemon/daemon_internal.h"
+#include "daemon/jobs.h"
+#include "daemon/network.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 #include "net/net.h"
 
 /* The proxy every sandbox process is pointed at (inside its namespace). */

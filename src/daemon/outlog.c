@@ -27,7 +27,10 @@
  * What is lost when warrend is killed: output it had read but not yet
  * written, a moment's worth. A graceful stop writes everything first.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/jobs.h"
+#include "daemon/outlog.h"
+#include "daemon/procs.h"
+#include "daemon/sandbox.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -16,7 +16,11 @@
  * pipe open for ever), then every watcher gets the exit and its request
  * ends.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/initconn.h"
+#include "daemon/outlog.h"
+#include "daemon/procs.h"
+#include "daemon/request.h"
+#include "daemon/sandbox.h"
 
 #include <fcntl.h>
 #include <signal.h>

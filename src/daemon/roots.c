@@ -17,7 +17,8 @@
  * cgroup.parent), because its sandboxes' cgroups stay under it across
  * restarts.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/roots.h"
+#include "daemon/sandbox.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,17 +1,18 @@
 /*
- * The sandbox manager: the table of sandboxes, their state machine and the
- * API handlers that drive it.
- *
- *   creating -> running <-> paused -> stopped -> (deleted)     error
- *
- * Each transition that blocks (mounting, cloning, freezing, cleaning up)
- * runs as a job on the threadpool while the sandbox is marked busy; a
- * second lifecycle request meanwhile gets 409 busy. Stopping is
- * asynchronous: SIGTERM now, SIGKILL when the grace period ends, and the
- * sandbox is stopped when warren-init's pidfd says it has exited.
+ * The sandbox manager: the table of sandboxes, what a sandbox looks like
+ * to clients and in the store, the checks of a create request, and the
+ * API handlers, which are adapters over the lifecycle's operations
+ * (lifecycle.c): they check a request, call the operation, and answer
+ * when it is done.
  */
-#include "daemon/daemon_internal.h"
-#include "daemon/events.h" /* events.c */
+#include "daemon/jobs.h"
+#include "daemon/kits.h"
+#include "daemon/procs.h"
+#include "daemon/request.h"
+#include "daemon/roots.h"
+#include "daemon/sandbox.h"
+#include "daemon/snapshots.h"
+#include "daemon/workspaces.h"
 #include "daemon/network_internal.h"
 
 #include <fcntl.h>
@@ -22,20 +23,6 @@
 
 #define DEFAULT_STOP_TIMEOUT_MS 10000
 #define MAX_LABELS 64
-
-static const char *const state_names[] = {"creating", "running", "paused",
-                                          "stopped", "error"};
-
-const char *wr_sandbox_state_name(enum wr_sandbox_state s) {
-  return state_names[s];
-}
-
-static int state_from_name(const char *s) {
-  for (size_t i = 0; i < WR_ARRAY_SIZE(state_names); i++)
-    if (strcmp(s, state_names[i]) == 0)
-      return (int)i;
-  return -1;
-}
 
 struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *key) {
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
@@ -69,7 +56,7 @@ static void spec_free(struct wr_sandbox_spec *s) {
   wr_strv_free(s->layer_dirs); /* snapshots */
 }
 
-static void sandbox_free(struct wr_sandbox *sb) {
+void wr_sandbox_free(struct wr_sandbox *sb) {
   wr_procs_free_all(sb);
   if (sb->rootfd >= 0)
     close(sb->rootfd);
@@ -90,10 +77,10 @@ void wr_sandbox_ref(struct wr_sandbox *sb) {
 
 void wr_sandbox_unref(struct wr_sandbox *sb) {
   if (--sb->refs == 0 && sb->removed)
-    sandbox_free(sb);
+    wr_sandbox_free(sb);
 }
 
-static void table_remove(struct wr_sandbox *sb) {
+void wr_sandbox_table_remove(struct wr_sandbox *sb) {
   struct wr_sandbox **pp = &sb->d->sandboxes;
 
   while (*pp != NULL && *pp != sb)
@@ -103,23 +90,6 @@ static void table_remove(struct wr_sandbox *sb) {
   sb->removed = true;
   sb->refs++; /* balanced by the unref below, which may free it */
   wr_sandbox_unref(sb);
-}
-
-void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
-                          const char *error) {
-  /* `error` may be sb->error itself (a stop keeps the reason it had). */
-  char *copy = error ? xstrdup(error) : NULL;
-  enum wr_sandbox_state from = sb->state; /* events.c */
-  wr_error_t err;
-
-  sb->state = s;
-  free(sb->error);
-  sb->error = copy;
-  sb->updated_ms = wr_now_ms();
-  if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s],
-                                 sb->error, &err) < 0)
-    wr_err("sandbox %s: %s", sb->id, err.msg);
-  wr_events_state_change(sb, from); /* events.c */
 }
 
 void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
@@ -150,8 +120,8 @@ void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {
 static int root_allowed(const struct wr_sandbox *sb, wr_error_t *err) {
   if (sb->state == WR_SB_CREATING)
     return wr_error_setx(err, EBUSY, "sandbox `%s` is being created", sb->name);
-  if (sb->removed || sb->removing ||
-      (sb->busy != NULL && strcmp(sb->busy, "removing") == 0))
+  if (sb->removed || sb->op == WR_OP_STOPPING_TO_REMOVE ||
+      sb->op == WR_OP_REMOVING)
     return wr_error_setx(err, ENOENT, "sandbox `%s` is being removed",
                          sb->name);
   return 0;
@@ -277,12 +247,20 @@ static json_t *workspace_json(const struct wr_sandbox_spec *s) {
   return j;
 }
 
+/* What last woke it from paused, or null. */
+static json_t *last_wake_json(const struct wr_sandbox *sb) {
+  if (sb->last_wake_ms == 0)
+    return json_null();
+  return json_pack("{s:s,s:o}", "by", wr_wake_by_name(sb->last_wake_by), "at",
+                   time_json(sb->last_wake_ms));
+}
+
 json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   bool live = sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED;
   json_t *j = json_pack(
       "{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:o,s:O,s:s,s:o,s:I,s:o}", "id",
       sb->id, "name", sb->name, "image", sb->image, "state",
-      state_names[sb->state], "error",
+      wr_sandbox_state_name(sb->state), "error",
       sb->error ? json_string(sb->error) : json_null(), "created_at",
       time_json(sb->created_ms), "updated_at", time_json(sb->updated_ms),
       "hostname", sb->name, "limits", limits_json(&sb->spec), "env",
@@ -299,6 +277,7 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   json_object_set_new(j, "snapshot", /* snapshots */
                       sb->spec.snapshot ? json_string(sb->spec.snapshot)
                                         : json_null());
+  json_object_set_new(j, "last_wake", last_wake_json(sb));
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -424,194 +403,6 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
   return 0;
 }
 
-/* ---- watching a running sandbox ----------------------------------------- */
-
-static void pidfd_closed(uv_handle_t *h) {
-  struct wr_sandbox *sb = h->data;
-
-  wr_sandbox_unref(sb);
-}
-
-static void stop_watching(struct wr_sandbox *sb) {
-  if (sb->pidfd_polling) {
-    sb->pidfd_polling = false;
-    uv_poll_stop(&sb->pidfd_poll);
-    uv_close((uv_handle_t *)&sb->pidfd_poll, pidfd_closed);
-  }
-  if (sb->conn != NULL) {
-    wr_initconn_close(sb->conn);
-    sb->conn = NULL;
-  }
-}
-
-static void on_pidfd(uv_poll_t *h, int status, int events) {
-  struct wr_sandbox *sb = h->data;
-  siginfo_t info;
-
-  (void)status;
-  (void)events;
-  /* Reap warren-init if this daemon started it (otherwise ECHILD). */
-  memset(&info, 0, sizeof(info));
-  waitid((idtype_t)3 /* P_PIDFD */, (id_t)sb->inst.pidfd, &info,
-         WEXITED | WNOHANG);
-  wr_sandbox_on_exit(sb);
-}
-
-int wr_sandbox_attach(struct wr_sandbox *sb, struct wr_rt_instance *inst,
-                      wr_error_t *err) {
-  sb->inst = *inst;
-  sb->conn = wr_initconn_new(sb, inst->ctl, err);
-  if (sb->conn == NULL)
-    return -1;
-  if (uv_poll_init(sb->d->loop, &sb->pidfd_poll, inst->pidfd) < 0) {
-    wr_initconn_close(sb->conn);
-    sb->conn = NULL;
-    return wr_error_set(err, EIO, "watch warren-init");
-  }
-  sb->pidfd_poll.data = sb;
-  sb->pidfd_polling = true;
-  wr_sandbox_ref(sb);
-  uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
-  wr_store_sandbox_set_init(sb->d->store, sb->id, inst->pid, inst->start_time,
-                            NULL);
-  return 0;
-}
-
-/* ---- jobs --------------------------------------------------------------- */
-
-struct sb_job {
-  struct wr_job job;
-  struct wr_sandbox *sb;
-  struct wr_rt_spec spec;
-  struct wr_trust *trust;         /* the scanner of the extra CAs */
-  struct wr_trust_set *trust_set; /* what a create or start installed */
-  struct wr_rt_instance inst;
-  wr_http_req_t *req;
-  bool start;  /* create: start after preparing */
-  bool frozen; /* pause/resume */
-};
-
-static struct sb_job *sb_job_new(struct wr_sandbox *sb, wr_http_req_t *req,
-                                 const char *what, wr_job_fn fn,
-                                 wr_job_fn done) {
-  struct sb_job *j = xcalloc(1, sizeof(*j));
-
-  j->sb = sb;
-  j->req = req;
-  j->job.fn = fn;
-  j->job.done = done;
-  j->job.arg = j;
-  j->inst.pidfd = j->inst.ctl = j->inst.rootfd = -1;
-  wr_sandbox_rt_spec(sb, &j->spec);
-  j->trust = wr_network_trust(sb->d);
-  sb->busy = what;
-  wr_sandbox_ref(sb);
-  return j;
-}
-
-static void sb_job_end(struct sb_job *j) {
-  wr_trust_set_unref(j->trust_set);
-  j->sb->busy = NULL;
-  wr_sandbox_unref(j->sb);
-  free(j);
-}
-
-static bool check_busy(struct wr_sandbox *sb, wr_http_req_t *req) {
-  if (sb->busy == NULL)
-    return false;
-  wr_http_reply_error(req, 409, "busy", "sandbox `%s` is busy (%s)", sb->name,
-                      sb->busy);
-  return true;
-}
-
-static void reply_sandbox(wr_http_req_t *req, int status,
-                          struct wr_sandbox *sb) {
-  if (req != NULL)
-    wr_http_reply_json(req, status, wr_sandbox_json(sb));
-}
-
-int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
-                      wr_error_t *err) {
-  _cleanup_close_ int netns = wr_rt_open_netns(inst, err);
-  int fds[WR_NET_NFDS];
-
-  if (netns < 0 || wr_rt_net_fds(inst, fds, err) < 0 ||
-      wr_network_sandbox_up(sb, netns, fds, err) < 0)
-    return wr_error_wrap(err, "start the network of sandbox `%s`", sb->name);
-  return 0;
-}
-
-/* Adopt a freshly started instance: its proxy and DNS server listen before
- * its first process runs. On failure kill it. The root the start opened
- * becomes the sandbox's (see wr_sandbox_root_ready), unless it has one. */
-static int adopt_instance(struct wr_sandbox *sb, struct wr_rt_instance *inst,
-                          wr_error_t *err) {
-  if (sb->rootfd < 0)
-    sb->rootfd = steal_fd(&inst->rootfd);
-  wr_closep(&inst->rootfd);
-  if (wr_sandbox_net_up(sb, inst, err) < 0 ||
-      wr_sandbox_attach(sb, inst, err) < 0) {
-    wr_network_sandbox_down(sb);
-    wr_rt_kill(sb->d->rt, sb->id, inst->pidfd, NULL);
-    close(inst->pidfd);
-    close(inst->ctl);
-    return -1;
-  }
-  wr_sandbox_set_state(sb, WR_SB_RUNNING, NULL);
-  return 0;
-}
-
-/* The extra CAs as the host has them now, so that a CA added on the host
- * reaches a sandbox at its next start. On the job's worker thread: it
- * reads the host's CA directory (when something in it changed). */
-static void scan_cas(struct sb_job *j) {
-  j->trust_set = wr_trust_scan(j->trust);
-  j->spec.extra_cas = wr_trust_set_pem(j->trust_set);
-}
-
-/* ---- create ------------------------------------------------------------- */
-
-static void create_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-  uint64_t t0 = wr_mono_ns(), t1;
-
-  scan_cas(j);
-  if (j->start)
-    job->result = wr_rt_create(job->d->rt, &j->spec, &j->inst, &job->err);
-  else
-    job->result = wr_rt_prepare(job->d->rt, &j->spec, &job->err);
-  t1 = wr_mono_ns();
-  wr_debug("sandbox %s: created in %.2f ms", j->spec.id,
-           (double)(t1 - t0) / 1e6);
-  if (job->result < 0)
-    wr_rt_remove(job->d->rt, j->spec.id, NULL);
-}
-
-static void create_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-  struct wr_sandbox *sb = j->sb;
-
-  if (job->result == 0 && j->start &&
-      adopt_instance(sb, &j->inst, &job->err) < 0)
-    job->result = -1;
-  if (job->result < 0) {
-    wr_warn("create sandbox %s: %s", sb->name, job->err.msg);
-    wr_http_reply_error(j->req, 500, "create_failed", "%s", job->err.msg);
-    wr_events_emit(
-        sb->d, "error", sb, /* events.c */
-        json_pack("{s:s,s:s}", "during", "create", "message", job->err.msg));
-    wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
-    wr_daemon_release_slot(sb->d, sb->id);
-    table_remove(sb);
-  } else {
-    if (!j->start)
-      wr_sandbox_set_state(sb, WR_SB_STOPPED, NULL);
-    wr_info("sandbox %s (%s) created", sb->name, sb->id);
-    reply_sandbox(j->req, 201, sb);
-  }
-  sb_job_end(j);
-}
-
 struct create_req {
   const char *name, *image, *workdir, *agent;
   uint64_t memory, disk;
@@ -619,6 +410,7 @@ struct create_req {
   int64_t pids;
   json_t *env, *labels, *workspace;
   bool start;
+  bool reuse;                 /* the sandbox of that name, if there is one */
   const char *snapshot;       /* snapshots: made from this one */
   struct wr_snapshot_use use; /* ... which stacks these layers */
   /* The workspace, checked (workspaces.c); ws.real is NULL without one. */
@@ -809,12 +601,12 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
   sb->state = WR_SB_CREATING;
   sb->created_ms = sb->updated_ms = wr_now_ms();
   if (merge_env(c, &sb->spec.env, err) < 0) {
-    sandbox_free(sb);
+    wr_sandbox_free(sb);
     return NULL;
   }
   sb->image_dir = wr_image_rootfs(d, c->image, err);
   if (sb->image_dir == NULL) {
-    sandbox_free(sb);
+    wr_sandbox_free(sb);
     return NULL;
   }
   return sb;
@@ -882,6 +674,38 @@ static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
     wr_reply_err(req, err);
 }
 
+static void reply_sandbox(wr_http_req_t *req, int status,
+                          struct wr_sandbox *sb) {
+  wr_http_reply_json(req, status, wr_sandbox_json(sb));
+}
+
+/* An operation refused at once: 409, busy or the code the handler names
+ * for a sandbox in the wrong state. */
+static void reply_refused(wr_http_req_t *req, const wr_error_t *err,
+                          const char *code) {
+  wr_http_reply_error(req, 409, err->code == EBUSY ? "busy" : code, "%s",
+                      err->msg);
+}
+
+/* A create's answer says whether it made the sandbox (201) or found it
+ * (200, a create with reuse). */
+static void reply_created(wr_http_req_t *req, struct wr_sandbox *sb,
+                          bool reused) {
+  json_t *j = wr_sandbox_json(sb);
+
+  json_object_set_new(j, "reused", json_boolean(reused));
+  wr_http_reply_json(req, reused ? 200 : 201, j);
+}
+
+static void created(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  wr_http_req_t *req = arg;
+
+  if (err != NULL)
+    wr_http_reply_error(req, 500, "create_failed", "%s", err->msg);
+  else
+    reply_created(req, sb, false);
+}
+
 /* A create request: its body (which c borrows from) and, while the
  * workspace is checked on the threadpool, the job that does it. */
 struct create_job {
@@ -897,15 +721,100 @@ static void create_job_free(struct create_job *cj) {
   free(cj);
 }
 
+/* ---- get-or-create ------------------------------------------------------- */
+
+static struct wr_sandbox *find_by_name(struct wr_daemon *d, const char *name) {
+  for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
+    if (strcmp(sb->name, name) == 0)
+      return sb;
+  return NULL;
+}
+
+/* What a create that reuses asks for must be what the sandbox is: the
+ * options it names that cannot change (its limits, env and labels are
+ * the existing sandbox's). */
+static int check_reuse(const struct create_job *cj, const struct wr_sandbox *sb,
+                       wr_error_t *err) {
+  const struct create_req *c = &cj->c;
+  json_t *ws_path = json_object_get(c->workspace, "path");
+  json_t *ws_mode = json_object_get(c->workspace, "mode");
+  const char *mode = ws_mode ? json_string_value(ws_mode) : "direct";
+
+  if (json_object_get(cj->body, "image") != NULL &&
+      strcmp(c->image, sb->image) != 0)
+    return wr_error_setx(err, EEXIST,
+                         "sandbox `%s` exists with image `%s`, not `%s`: "
+                         "remove it or create it under another name",
+                         sb->name, sb->image, c->image);
+  if (c->agent != NULL &&
+      (sb->spec.agent == NULL || strcmp(c->agent, sb->spec.agent) != 0))
+    return wr_error_setx(
+        err, EEXIST, "sandbox `%s` exists with agent `%s`, not `%s`", sb->name,
+        sb->spec.agent ? sb->spec.agent : "none", c->agent);
+  if (c->workspace != NULL &&
+      (sb->spec.ws_path == NULL || !json_is_string(ws_path) ||
+       strcmp(json_string_value(ws_path), sb->spec.ws_path) != 0 ||
+       mode == NULL || strcmp(mode, sb->spec.ws_mode) != 0))
+    return wr_error_setx(
+        err, EEXIST, "sandbox `%s` exists with another workspace (%s)",
+        sb->name, sb->spec.ws_path ? sb->spec.ws_path : "none");
+  return 0;
+}
+
+static void reused(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  if (err != NULL)
+    wr_http_reply_error(arg, 500, "start_failed", "%s", err->msg);
+  else
+    reply_created(arg, sb, true);
+}
+
+/* The operation in flight (its create, say) ended: look again. */
+static void reuse_again(struct wr_sandbox *sb, void *arg,
+                        const wr_error_t *err) {
+  (void)err;
+  wr_api_sandbox_create(arg, sb->d);
+}
+
+/* The sandbox of that name exists: answer with it, running (started or
+ * woken) unless the request said start: false. A create or any other
+ * operation in flight is waited for, so that two of these at once make
+ * one sandbox. */
+static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
+  wr_http_req_t *req = cj->req;
+  wr_error_t err;
+  int rc = 0;
+
+  if (check_reuse(cj, sb, &err) < 0) {
+    wr_http_reply_error(req, 409, "conflict", "%s", err.msg);
+    return;
+  }
+  if (sb->op != WR_OP_NONE) {
+    wr_sandbox_wait(sb, reuse_again, req);
+    return;
+  }
+  if (!cj->c.start || sb->state == WR_SB_RUNNING)
+    reply_created(req, sb, true);
+  else if (sb->state == WR_SB_PAUSED)
+    rc = wr_sandbox_resume(sb, WR_WAKE_API, reused, req, &err);
+  else
+    rc = wr_sandbox_start(sb, reused, req, &err);
+  if (rc < 0)
+    reply_refused(req, &err, "not_running");
+}
+
 /* Everything is checked: make the sandbox. */
 static void create_go(struct wr_daemon *d, struct create_job *cj) {
   struct create_req *c = &cj->c;
   wr_http_req_t *req = cj->req;
   struct wr_sandbox *sb;
-  struct sb_job *j;
   wr_error_t err;
 
-  /* The workspace check took a while: the name may be taken by now. */
+  /* The workspace check took a while: the name may be taken by now, and
+   * a create with reuse then takes that sandbox. */
+  if (c->reuse && find_by_name(d, c->name) != NULL) {
+    wr_api_sandbox_create(req, d);
+    return;
+  }
   if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL) {
     wr_error_setx(&err, EEXIST, "a sandbox named `%s` already exists", c->name);
     reply_create_err(req, &err);
@@ -916,19 +825,17 @@ static void create_go(struct wr_daemon *d, struct create_job *cj) {
     return;
   }
   if (sandbox_insert(d, sb, &err) < 0) {
-    sandbox_free(sb);
+    wr_sandbox_free(sb);
     reply_create_err(req, &err);
     return;
   }
   if (c->has_kit && kit_rules(d, sb, &c->kit, &err) < 0) {
     reply_create_err(req, &err);
     wr_store_sandbox_delete(d->store, sb->id, NULL);
-    table_remove(sb);
+    wr_sandbox_table_remove(sb);
     return;
   }
-  j = sb_job_new(sb, req, "creating", create_work, create_done);
-  j->start = c->start;
-  wr_job_queue(d, &j->job);
+  wr_sandbox_create(sb, c->start, created, req);
 }
 
 static void workspace_work(struct wr_job *job) {
@@ -964,8 +871,10 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"start", WR_JSON_BOOL, &c->start, false, NULL},
       {"agent", WR_JSON_STRING, &c->agent, false, NULL},
       {"workspace", WR_JSON_OBJECT, &c->workspace, false, NULL},
+      {"reuse", WR_JSON_BOOL, &c->reuse, false, NULL},
       {"snapshot", WR_JSON_STRING, &c->snapshot, false, NULL}, /* snapshots */
   };
+  struct wr_sandbox *sb;
   wr_error_t err;
 
   cj->req = req;
@@ -974,6 +883,17 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   c->start = true;
   c->ws.state_root = d->cfg.root;
   cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  if (cj->body != NULL && c->reuse && c->name == NULL) {
+    wr_http_reply_error(req, 400, "bad_request",
+                        "reuse needs a name: the sandbox to reuse");
+    create_job_free(cj);
+    return;
+  }
+  if (cj->body != NULL && c->reuse && (sb = find_by_name(d, c->name)) != NULL) {
+    reuse(cj, sb);
+    create_job_free(cj);
+    return;
+  }
   if (cj->body == NULL || check_create(d, c, &err) < 0) {
     if (cj->body != NULL)
       reply_create_err(req, &err);
@@ -991,161 +911,54 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   wr_job_queue(d, &cj->job);
 }
 
-static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen);
+/* ---- lifecycle handlers ---------------------------------------------- */
 
-/* ---- start -------------------------------------------------------------- */
+static void started(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  wr_http_req_t *req = arg;
 
-static void start_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  scan_cas(j);
-  job->result = wr_rt_start(job->d->rt, &j->spec, &j->inst, &job->err);
-}
-
-static void start_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  if (job->result == 0)
-    job->result = adopt_instance(j->sb, &j->inst, &job->err);
-  if (job->result < 0) {
-    wr_sandbox_set_state(j->sb, WR_SB_STOPPED, job->err.msg);
-    wr_http_reply_error(j->req, 500, "start_failed", "%s", job->err.msg);
-  } else {
-    wr_info("sandbox %s started", j->sb->name);
-    reply_sandbox(j->req, 200, j->sb);
-  }
-  sb_job_end(j);
-}
-
-void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
-  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
-
-  if (sb == NULL || check_busy(sb, req))
-    return;
-  if (sb->state == WR_SB_PAUSED) {
-    pause_or_resume(req, ctx, false); /* start means "make it run" */
-    return;
-  }
-  if (sb->state == WR_SB_RUNNING) {
-    reply_sandbox(req, 200, sb);
-    return;
-  }
-  wr_procs_forget_all(sb); /* the processes of the last run are history */
-  wr_job_queue(sb->d,
-               &sb_job_new(sb, req, "starting", start_work, start_done)->job);
-}
-
-/* ---- stop and exit ------------------------------------------------------ */
-
-static void cleanup_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  job->result = wr_rt_cleanup(job->d->rt, j->spec.id, &job->err);
-}
-
-static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req);
-
-static void cleanup_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-  struct wr_sandbox *sb = j->sb;
-  wr_http_req_t *req = sb->stop_req;
-
-  if (job->result < 0)
-    wr_warn("sandbox %s: clean up: %s", sb->name, job->err.msg);
-  sb->stop_req = NULL;
-  wr_sandbox_set_state(sb, WR_SB_STOPPED, sb->error);
-  wr_info("sandbox %s stopped", sb->name);
-  sb_job_end(j);
-  if (sb->removing)
-    remove_after_stop(sb, req);
+  if (err != NULL)
+    wr_http_reply_error(req, 500, "start_failed", "%s", err->msg);
   else
     reply_sandbox(req, 200, sb);
 }
 
-static void stop_timer_closed(uv_handle_t *h) {
-  wr_sandbox_unref(h->data);
+/* A pause or resume ended; a stop may have taken it over (409). */
+static void frozen_or_thawed(struct wr_sandbox *sb, wr_http_req_t *req,
+                             const wr_error_t *err,
+                             enum wr_sandbox_state want) {
+  if (err != NULL)
+    wr_http_reply_error(req, 500, "internal", "%s", err->msg);
+  else
+    reply_sandbox(req, sb->state == want ? 200 : 409, sb);
 }
 
-void wr_sandbox_on_exit(struct wr_sandbox *sb) {
-  bool expected = sb->busy != NULL;
-  struct sb_job *j;
-
-  stop_watching(sb);
-  wr_network_sandbox_down(sb);
-  wr_procs_sandbox_gone(sb);
-  if (sb->stop_timer_init) {
-    sb->stop_timer_init = false;
-    uv_close((uv_handle_t *)&sb->stop_timer, stop_timer_closed);
-  }
-  if (sb->inst.pidfd >= 0)
-    close(sb->inst.pidfd);
-  sb->inst.pidfd = -1;
-  sb->inst.pid = 0;
-  wr_store_sandbox_set_init(sb->d->store, sb->id, 0, 0, NULL);
-  if (!expected) {
-    free(sb->error);
-    sb->error = xstrdup("warren-init exited unexpectedly");
-    wr_warn("sandbox %s: %s", sb->name, sb->error);
-  }
-  j = sb_job_new(sb, NULL, "stopping", cleanup_work, cleanup_done);
-  wr_job_queue(sb->d, &j->job);
+static void paused(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  frozen_or_thawed(sb, arg, err, WR_SB_PAUSED);
 }
 
-static void kill_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  job->result = wr_rt_kill(job->d->rt, j->spec.id, -1, &job->err);
+static void resumed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  frozen_or_thawed(sb, arg, err, WR_SB_RUNNING);
 }
 
-static void kill_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
+void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  wr_error_t err;
+  int rc;
 
-  if (job->result < 0)
-    wr_warn("sandbox %s: kill: %s", j->sb->name, job->err.msg);
-  wr_sandbox_unref(j->sb);
-  free(j);
-}
-
-/* SIGKILL everything; the pidfd then reports init's exit. Runs on the
- * threadpool because v1 cgroups need freeze-kill-thaw rounds. */
-static void kill_now(struct wr_sandbox *sb) {
-  struct sb_job *j = xcalloc(1, sizeof(*j));
-
-  if (sb->inst.pidfd >= 0)
-    syscall(SYS_pidfd_send_signal, sb->inst.pidfd, SIGKILL, NULL, 0);
-  j->sb = sb;
-  j->job.fn = kill_work;
-  j->job.done = kill_done;
-  j->job.arg = j;
-  wr_sandbox_rt_spec(sb, &j->spec);
-  wr_sandbox_ref(sb);
-  wr_job_queue(sb->d, &j->job);
-}
-
-static void on_stop_timeout(uv_timer_t *t) {
-  struct wr_sandbox *sb = t->data;
-
-  wr_info("sandbox %s: grace period over, killing", sb->name);
-  kill_now(sb);
-}
-
-/* Begin stopping: thaw (a frozen process cannot handle SIGTERM), SIGTERM to
- * init, which forwards it to every process and exits when they are gone;
- * SIGKILL after the grace period (0: at once). */
-static void begin_stop(struct wr_sandbox *sb, uint64_t grace_ms) {
-  sb->busy = "stopping";
-  if (sb->state == WR_SB_PAUSED)
-    wr_rt_freeze(sb->d->rt, sb->id, false, NULL);
-  if (grace_ms == 0) {
-    kill_now(sb);
+  if (sb == NULL)
     return;
-  }
-  syscall(SYS_pidfd_send_signal, sb->inst.pidfd, SIGTERM, NULL, 0);
-  uv_timer_init(sb->d->loop, &sb->stop_timer);
-  sb->stop_timer.data = sb;
-  sb->stop_timer_init = true;
-  wr_sandbox_ref(sb);
-  uv_timer_start(&sb->stop_timer, on_stop_timeout, grace_ms, 0);
+  /* Start means "make it run": a paused one is resumed. */
+  if (sb->op == WR_OP_NONE && sb->state == WR_SB_PAUSED)
+    rc = wr_sandbox_resume(sb, WR_WAKE_API, resumed, req, &err);
+  else
+    rc = wr_sandbox_start(sb, started, req, &err);
+  if (rc < 0)
+    reply_refused(req, &err, "not_running");
+}
+
+static void stopped(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  (void)err; /* a failed clean up is logged; the sandbox is stopped */
+  reply_sandbox(arg, 200, sb);
 }
 
 void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx) {
@@ -1155,6 +968,7 @@ void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx) {
   };
   _cleanup_json_ json_t *body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
   struct wr_sandbox *sb;
+  wr_error_t err;
 
   if (body == NULL)
     return;
@@ -1164,157 +978,45 @@ void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx) {
     return;
   }
   sb = wr_sandbox_from_req(ctx, req);
-  if (sb == NULL || check_busy(sb, req))
-    return;
-  if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED) {
-    reply_sandbox(req, 200, sb);
-    return;
-  }
-  sb->stop_req = req;
-  begin_stop(sb, (uint64_t)(timeout * 1000));
-}
-
-/* ---- pause and resume ---------------------------------------------------- */
-
-static void freeze_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  job->result = wr_rt_freeze(job->d->rt, j->spec.id, j->frozen, &job->err);
-}
-
-static void freeze_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-  struct wr_sandbox *sb = j->sb;
-
-  if (job->result < 0) {
-    wr_http_reply_error(j->req, 500, "internal", "%s", job->err.msg);
-  } else if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
-    wr_sandbox_set_state(sb, j->frozen ? WR_SB_PAUSED : WR_SB_RUNNING, NULL);
-    reply_sandbox(j->req, 200, sb);
-  } else {
-    reply_sandbox(j->req, 409, sb);
-  }
-  sb_job_end(j);
-}
-
-static void pause_or_resume(wr_http_req_t *req, void *ctx, bool frozen) {
-  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
-  enum wr_sandbox_state want = frozen ? WR_SB_PAUSED : WR_SB_RUNNING;
-  struct sb_job *j;
-
-  if (sb == NULL || check_busy(sb, req))
-    return;
-  if (sb->state == want) {
-    reply_sandbox(req, 200, sb);
-    return;
-  }
-  if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED) {
-    wr_http_reply_error(req, 409, "not_running", "sandbox `%s` is %s", sb->name,
-                        state_names[sb->state]);
-    return;
-  }
-  j = sb_job_new(sb, req, frozen ? "pausing" : "resuming", freeze_work,
-                 freeze_done);
-  j->frozen = frozen;
-  wr_job_queue(sb->d, &j->job);
+  if (sb != NULL &&
+      wr_sandbox_stop(sb, (uint64_t)(timeout * 1000), stopped, req, &err) < 0)
+    reply_refused(req, &err, "not_running");
 }
 
 void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx) {
-  pause_or_resume(req, ctx, true);
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  wr_error_t err;
+
+  if (sb != NULL && wr_sandbox_pause(sb, paused, req, &err) < 0)
+    reply_refused(req, &err, "not_running");
 }
 
 void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx) {
-  pause_or_resume(req, ctx, false);
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  wr_error_t err;
+
+  if (sb != NULL && wr_sandbox_resume(sb, WR_WAKE_API, resumed, req, &err) < 0)
+    reply_refused(req, &err, "not_running");
 }
 
-/* ---- remove ------------------------------------------------------------- */
-
-static void remove_work(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-
-  job->result = wr_rt_remove(job->d->rt, j->spec.id, &job->err);
-}
-
-static void remove_done(struct wr_job *job) {
-  struct sb_job *j = job->arg;
-  struct wr_sandbox *sb = j->sb;
-
-  if (job->result < 0) {
-    wr_sandbox_set_state(sb, WR_SB_ERROR, job->err.msg);
-    wr_http_reply_error(j->req, 500, "remove_failed", "%s", job->err.msg);
-  } else {
-    wr_network_sandbox_removed(sb);
-    wr_store_sandbox_delete(sb->d->store, sb->id, NULL);
-    wr_daemon_release_slot(sb->d, sb->id);
-    wr_info("sandbox %s removed", sb->name);
-    wr_events_emit(sb->d, "removed", sb, NULL); /* events.c */
-    table_remove(sb);
-    if (j->req != NULL)
-      wr_http_reply_empty(j->req, 204);
-  }
-  sb_job_end(j);
-}
-
-/*
- * Let go of the root before it is unmounted. Files API jobs on worker
- * threads borrow sb->rootfd (they hold a reference to sb, not to the fd):
- * closing it under them would free its number for the next open, which
- * may be another sandbox's root, and a tar upload still running would
- * write its entries there. So the number stays taken until the sandbox is
- * freed, after the last job, pointed at /dev/null (no path resolves below
- * it: ENOTDIR) so that it does not keep the root mounted. Should that
- * fail, it keeps pointing at this sandbox's own root: the unmount is then
- * lazy, which is slower to free, not unsafe.
- */
-static void retire_rootfd(struct wr_sandbox *sb) {
-  _cleanup_close_ int null = -1;
-
-  if (sb->rootfd < 0)
-    return;
-  if (sb->retired_rootfd >= 0)
-    close(sb->retired_rootfd);
-  sb->retired_rootfd = sb->rootfd;
-  sb->rootfd = -1;
-  null = open("/dev/null", O_PATH | O_CLOEXEC);
-  if (null < 0 || dup3(null, sb->retired_rootfd, O_CLOEXEC) < 0)
-    wr_warn("sandbox %s: retire its root fd: %s", sb->name, strerror(errno));
-}
-
-static void remove_now(struct wr_sandbox *sb, void *req) {
-  wr_job_queue(sb->d,
-               &sb_job_new(sb, req, "removing", remove_work, remove_done)->job);
-}
-
-/* The kept output's writer lets go of the directory first (outlog.c). */
-static void remove_after_stop(struct wr_sandbox *sb, wr_http_req_t *req) {
-  sb->removing = false;
-  sb->busy = "removing";
-  retire_rootfd(sb);
-  wr_outlog_close(sb, remove_now, req);
+static void removed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  (void)sb;
+  if (err != NULL)
+    wr_http_reply_error(arg, 500, "remove_failed", "%s", err->msg);
+  else
+    wr_http_reply_empty(arg, 204);
 }
 
 void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx) {
   struct wr_sandbox *sb;
+  wr_error_t err;
   bool force;
 
   if (wr_req_bool(req, "force", false, &force) < 0)
     return;
   sb = wr_sandbox_from_req(ctx, req);
-  if (sb == NULL || check_busy(sb, req))
-    return;
-  if ((sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) && !force) {
-    wr_http_reply_error(req, 409, "not_stopped",
-                        "sandbox `%s` is %s: stop it first or force removal",
-                        sb->name, state_names[sb->state]);
-    return;
-  }
-  if (sb->state == WR_SB_RUNNING || sb->state == WR_SB_PAUSED) {
-    sb->removing = true;
-    sb->stop_req = req;
-    begin_stop(sb, 0);
-    return;
-  }
-  remove_after_stop(sb, req);
+  if (sb != NULL && wr_sandbox_remove(sb, force, removed, req, &err) < 0)
+    reply_refused(req, &err, "not_stopped");
 }
 
 /* ---- reads -------------------------------------------------------------- */
@@ -1337,7 +1039,7 @@ void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
   const char *state = wr_http_query(req, "state");
   json_t *arr = json_array();
 
-  if (state != NULL && state_from_name(state) < 0) {
+  if (state != NULL && wr_sandbox_state_from_name(state) < 0) {
     json_decref(arr);
     wr_http_reply_error(req, 400, "bad_request", "unknown state `%s`", state);
     return;
@@ -1346,7 +1048,7 @@ void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next) {
     if (label != NULL && !label_matches(sb, label))
       continue;
-    if (state != NULL && strcmp(state, state_names[sb->state]) != 0)
+    if (state != NULL && strcmp(state, wr_sandbox_state_name(sb->state)) != 0)
       continue;
     json_array_insert_new(arr, 0, wr_sandbox_json(sb));
   }
@@ -1385,7 +1087,7 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,
                                        wr_error_t *err) {
   struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
-  int state = state_from_name(rec->state);
+  int state = wr_sandbox_state_from_name(rec->state);
 
   sb->d = d;
   sb->rootfd = sb->retired_rootfd = -1;
@@ -1401,7 +1103,7 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
   sb->updated_ms = rec->updated_ms;
   if (spec_from_json(rec->spec_json ? rec->spec_json : "{}", &sb->spec, err) <
       0) {
-    sandbox_free(sb);
+    wr_sandbox_free(sb);
     return NULL;
   }
   if (sb->spec.snapshot != NULL) /* snapshots: its stack, from the store */

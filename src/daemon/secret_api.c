@@ -8,6 +8,7 @@
  * header and variables; any other service must name its hosts and header.
  */
 #include "daemon/network_internal.h"
+#include "daemon/procs.h"
 
 #include <ctype.h>
 #include <strings.h>

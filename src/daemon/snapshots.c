@@ -19,6 +19,8 @@
  * nothing uses it, checked at start and every EXPIRY_CHECK_MS.
  */
 #include "daemon/daemon_internal.h"
+#include "daemon/jobs.h"
+#include "daemon/request.h"
 #include "runtime/layer_stream.h"
 #include "runtime/layers.h"
 
@@ -389,8 +391,6 @@ struct snap_job {
   double flatten_ms, sync_ms;
 };
 
-static const char busy_snapshot[] = "snapshotting";
-
 static void snap_job_free(struct snap_job *j) {
   free(j->id);
   free(j->dir);
@@ -471,8 +471,7 @@ static void snap_done(struct wr_job *job) {
   struct wr_snapshot_rec r;
   _cleanup_free_ char *info = NULL;
 
-  if (j->sb->busy == busy_snapshot)
-    j->sb->busy = NULL;
+  wr_sandbox_end_snapshot(j->sb);
   if (job->result == 0) {
     info = capture_info(j);
     job->result = wr_store_snapshot_set_ready(d->store, j->id, j->stats.bytes,
@@ -519,9 +518,9 @@ static int check_snap_req(struct wr_daemon *d, struct wr_sandbox *sb,
     return wr_error_setx(err, EINVAL,
                          "retention_days must be between 0 (kept) and %.0f",
                          MAX_RETENTION_DAYS);
-  if (sb->busy != NULL)
+  if (sb->op != WR_OP_NONE)
     return wr_error_setx(err, EBUSY, "sandbox `%s` is busy (%s)", sb->name,
-                         sb->busy);
+                         wr_sandbox_op_name(sb->op));
   if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED &&
       sb->state != WR_SB_STOPPED)
     return wr_error_setx(err, EBUSY, "sandbox `%s` is %s", sb->name,
@@ -600,7 +599,12 @@ static void snap_go(struct wr_daemon *d, struct wr_sandbox *sb,
   j->job.fn = snap_work;
   j->job.done = snap_done;
   j->job.arg = j;
-  sb->busy = busy_snapshot;
+  if (wr_sandbox_begin_snapshot(sb, &err) < 0) { /* checked just above */
+    wr_store_snapshot_delete(d->store, j->id, NULL);
+    wr_reply_err(req, &err);
+    snap_job_free(j);
+    return;
+  }
   wr_sandbox_ref(sb);
   wr_job_queue(d, &j->job);
 }

@@ -5,7 +5,7 @@
  * are regular files (a FIFO there would block the open for ever), bounded
  * in size, and on a worker thread (see wr_user_resolve's callers).
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/files.h"
 
 #include <fcntl.h>
 

@@ -13,7 +13,7 @@
  * owner) is recorded, so that every later mount can tell it is still the
  * same directory (src/runtime/workspace.c).
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/workspaces.h"
 
 #include <sys/stat.h>
 

@@ -130,8 +130,7 @@ static const char *status_text(int status) {
 /* The client spoke HTTP to the proxy, or, redirected, sent an HTTP request
  * of its own: either way it can read an answer. */
 static bool speaks_http(const struct wr_net_conn *c) {
-  return c->kind == WR_CONN_EXPLICIT || c->kind == WR_CONN_CONNECT ||
-         c->kind == WR_CONN_HTTP || c->http;
+  return wr_conn_kinds[c->kind].speaks_http || c->http;
 }
 
 /* One line of text says why; the connection then closes. */
@@ -158,7 +157,7 @@ void wr_conn_refuse(struct wr_net_conn *c, int status, const char *rule,
   wr_conn_log(c, false, rule, reason, false);
   if (speaks_http(c))
     answer(c, status, reason);
-  else if (c->kind == WR_CONN_TCP)
+  else if (wr_conn_kinds[c->kind].reset_on_refusal)
     wr_conn_reset(c);
   else
     wr_conn_close(c);
@@ -380,7 +379,7 @@ void wr_conn_dial_next(struct wr_net_conn *c) {
     c->connect.data = c;
     rc = uv_tcp_connect(&c->connect, &c->upstream.tcp,
                         (const struct sockaddr *)&ss, on_connected);
-    if (rc == 0 && c->kind != WR_CONN_PORT)
+    if (rc == 0 && wr_conn_kinds[c->kind].budgeted)
       wr_conn_size_upstream(c);
   }
   if (rc < 0) {
@@ -436,7 +435,7 @@ static void check_addrs(struct wr_net_conn *c) {
       keep_verdict(c, &v);
   }
   secret = wr_net_secret_for(c->n, host);
-  if (c->kind != WR_CONN_PORT && secret != NULL && c->n->tls != NULL &&
+  if (wr_conn_kinds[c->kind].policed && secret != NULL && c->n->tls != NULL &&
       (c->kind == WR_CONN_CONNECT || c->tls))
     start_handover(c, secret);
   else

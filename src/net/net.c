@@ -71,6 +71,9 @@ int wr_net_new(const struct wr_net_config *cfg, struct wr_net **out,
   n->loop = cfg->loop;
   n->log = cfg->log;
   n->log_arg = cfg->log_arg;
+  n->activity = cfg->activity;
+  n->wake = cfg->wake;
+  n->hook_arg = cfg->hook_arg;
   n->hosts_file = cfg->hosts_file ? xstrdup(cfg->hosts_file) : NULL;
   n->self_netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (n->self_netns < 0) {
@@ -191,7 +194,7 @@ static void recheck_conns(struct wr_net_sb *sb) {
     char reason[256];
 
     next = c->next;
-    if (c->closing || c->kind == WR_CONN_PORT || wr_conn_recheck(c, &v))
+    if (c->closing || !wr_conn_kinds[c->kind].policed || wr_conn_recheck(c, &v))
       continue;
     rule = v.rule ? wr_rule_format(v.rule) : NULL;
     snprintf(reason, sizeof(reason), "policy changed: %s", v.reason);

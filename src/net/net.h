@@ -254,6 +254,24 @@ struct wr_net_event {
 };
 typedef void (*wr_net_log_fn)(void *arg, const struct wr_net_event *ev);
 
+/* What happens on a sandbox's connections, for the daemon to tell an
+ * idle sandbox from a busy one: a connection opened, bytes moved on it
+ * (at most once a second per connection, not per read), it closed. */
+enum wr_net_activity {
+  WR_NET_CONN_OPENED = 0,
+  WR_NET_CONN_BYTES,
+  WR_NET_CONN_CLOSED,
+};
+/* sandbox is the sandbox's id (borrowed for the call); from_host: a
+ * published port's connection, not one the sandbox made. */
+typedef void (*wr_net_activity_fn)(void *arg, const char *sandbox,
+                                   enum wr_net_activity what, bool from_host);
+/* Asked before a connection from the host (a published port) goes to
+ * its sandbox: true when it may go now. False holds the connection (the
+ * client is accepted and waits) until wr_net_woken names the sandbox, or
+ * for WR_WAKE_TIMEOUT_MS; the daemon wakes a paused sandbox meanwhile. */
+typedef bool (*wr_net_wake_fn)(void *arg, const char *sandbox);
+
 struct wr_net_config {
   uv_loop_t *loop;
   const char *ca_dir;      /* warren's CA lives here (made on first start) */
@@ -265,6 +283,9 @@ struct wr_net_config {
                               NULL for those of /etc/resolv.conf */
   wr_net_log_fn log;
   void *log_arg;
+  wr_net_activity_fn activity; /* NULL: not reported */
+  wr_net_wake_fn wake;         /* NULL: every connection goes at once */
+  void *hook_arg;              /* for activity and wake */
 };
 
 struct wr_net;
@@ -304,6 +325,10 @@ int wr_net_attach(struct wr_net *n, const char *sandbox, int netns_fd,
                   const int listen_fds[WR_NET_LISTENERS], wr_error_t *err);
 /* Close the sandbox's listeners and connections. */
 void wr_net_detach(struct wr_net *n, const char *sandbox);
+/* The daemon's answer to wake (loop thread): the sandbox runs (ok) and
+ * the connections held for it go on, or it could not be woken and they
+ * are reset. Nothing when none is held. */
+void wr_net_woken(struct wr_net *n, const char *sandbox, bool ok);
 
 /* Resolve a name as the proxy would (static entries, then the cache and
  * the DNS servers); cb runs later on the loop with the addresses (naddrs 0

@@ -162,6 +162,8 @@ void wr_intercept_cancel(struct wr_intercept *ic);
 #define WR_SNIFF_WAIT_MS 300         /* silence: the server speaks first */
 #define WR_CONNECT_TIMEOUT_MS 10000  /* resolving, then connecting */
 #define WR_IDLE_TIMEOUT_MS (10 * 60 * 1000)
+#define WR_WAKE_TIMEOUT_MS 30000   /* a published port's wait for a wake */
+#define WR_ACTIVITY_MS 1000        /* bytes reported at most this often */
 #define WR_LINGER_MS 2000          /* after an answer, for the client */
 #define WR_QUEUE_HIGH (128 * 1024) /* stop reading the other side */
 #define WR_QUEUE_LOW (32 * 1024)   /* and resume */
@@ -334,6 +336,9 @@ struct wr_net {
   char *hosts_file;
   wr_net_log_fn log;
   void *log_arg;
+  wr_net_activity_fn activity;
+  wr_net_wake_fn wake;
+  void *hook_arg;
   struct wr_tls *tls; /* NULL without a CA dir: nothing is intercepted */
   int self_netns;     /* the loop thread's own network namespace */
   struct wr_policy *policy;
@@ -387,10 +392,35 @@ enum wr_conn_kind {
   WR_CONN_PORT, /* a published port, host to sandbox */
 };
 
+/* What a kind of connection is, in one table (tunnel.c), so that code
+ * asks a property rather than testing kinds. */
+struct wr_conn_kind_info {
+  const char *name; /* in the log: "connect", "http", "tcp", "port" */
+  /* The host dials into the sandbox (a published port): the upstream
+   * socket is made in the sandbox's namespace, the sandbox is woken
+   * first, and the policy has no say. */
+  bool from_host;
+  /* Decided by the policy: checked again when it changes, logged when
+   * it closes, and open to TLS interception for a secret. */
+  bool policed;
+  /* Counted against the sandbox's cap of connections and its budget of
+   * buffers (held.c); the others start in the big tier. */
+  bool budgeted;
+  /* The client spoke HTTP to the proxy and can read an HTTP answer. */
+  bool speaks_http;
+  /* Forwarded as one HTTP request, not a byte relay. */
+  bool one_request;
+  /* A refusal resets the connection (the client expects no answer). */
+  bool reset_on_refusal;
+};
+
+extern const struct wr_conn_kind_info wr_conn_kinds[];
+
 enum wr_conn_state {
   WR_CS_HEAD = 0, /* explicit: reading the request head */
   WR_CS_SNIFF,    /* redirected: reading the first bytes */
   WR_CS_DECIDE,   /* checking and resolving */
+  WR_CS_WAKE,     /* from the host: held while the daemon wakes it */
   WR_CS_DIAL,     /* connecting upstream */
   WR_CS_HANDOVER, /* writing 200 before TLS interception takes the fd */
   WR_CS_RELAY,    /* both ways */
@@ -443,6 +473,7 @@ struct wr_net_conn {
   bool got_bytes;
   uint64_t deadline;    /* uv_now() by which the first bytes must be in */
   uint64_t last_active; /* uv_now() of the last relayed bytes */
+  uint64_t reported;    /* uv_now() when activity was last reported */
   char *in;             /* client bytes before relaying (WR_IN_MAX) */
   size_t in_len;
   size_t in_off; /* bytes of in that belong to the head */
@@ -540,6 +571,8 @@ const char *wr_conn_kind_name(enum wr_conn_kind k);
  * upstream closes: an absolute-URI request, or a redirected client that
  * began with HTTP. */
 bool wr_conn_one_request(const struct wr_net_conn *c);
+/* Bytes moved on c: its idle clock, and the daemon's activity report. */
+void wr_conn_active(struct wr_net_conn *c);
 /* Log c's decision (c->host, c->addr, c->port, bytes so far). */
 void wr_conn_log(struct wr_net_conn *c, bool allow, const char *rule,
                  const char *reason, bool intercepted);

@@ -4,11 +4,12 @@
  *
  * A publication outlives attach and detach: it finds its sandbox by id for
  * each connection, which is forwarded while the sandbox is attached and
- * closed otherwise. The socket towards the sandbox is made inside its
- * namespace (wr_net_socket_in_ns) and connected without blocking; from
- * then on it is the same byte relay as the proxy's tunnels, so WebSocket
- * upgrades and any other protocol pass unchanged. Unpublishing closes the
- * listener and the connections it accepted.
+ * closed otherwise. A connection for a paused sandbox waits, accepted,
+ * while the daemon wakes it (the wake hook of net.h). The socket towards
+ * the sandbox is made inside its namespace (wr_net_socket_in_ns) and
+ * connected without blocking; from then on it is the same byte relay as the
+ * proxy's tunnels, so WebSocket upgrades and any other protocol pass unchanged.
+ * Unpublishing closes the listener and the connections it accepted.
  */
 #include "net/net_internal.h"
 
@@ -54,7 +55,28 @@ static void forward(struct wr_net_pub *p, struct wr_net_sb *sb,
   memcpy(c->addrs[0].bytes, "\x7f\x00\x00\x01", 4);
   c->naddrs = 1;
   c->port = p->port;
+  if (c->n->wake != NULL && !c->n->wake(c->n->hook_arg, sb->id)) {
+    c->state = WR_CS_WAKE;
+    wr_conn_set_timer(c, WR_WAKE_TIMEOUT_MS);
+    return;
+  }
   wr_conn_dial(c);
+}
+
+/* Closing is asynchronous (tunnel.c): the list stays whole meanwhile. */
+void wr_net_woken(struct wr_net *n, const char *sandbox, bool ok) {
+  struct wr_net_sb *sb = wr_net_sb_find(n, sandbox);
+
+  if (sb == NULL)
+    return;
+  for (struct wr_net_conn *c = sb->conns; c != NULL; c = c->next) {
+    if (c->closing || c->state != WR_CS_WAKE)
+      continue;
+    if (ok)
+      wr_conn_dial(c);
+    else
+      wr_conn_reset(c);
+  }
 }
 
 static void on_pub_connection(uv_stream_t *server, int status) {

@@ -301,7 +301,7 @@ static void connected_http(struct wr_net_conn *c) {
 void wr_proxy_connected(struct wr_net_conn *c) {
   if (c->closing)
     return;
-  c->allowed = c->kind != WR_CONN_PORT;
+  c->allowed = wr_conn_kinds[c->kind].policed;
   if (wr_conn_one_request(c)) {
     connected_http(c);
   } else if (c->kind == WR_CONN_CONNECT) {

@@ -128,7 +128,7 @@ static int pump(struct wr_net_conn *c, struct wr_net_side *from) {
     }
     if (from->piped > 0 && ((n = drain(from, to)) < 0))
       return (int)n;
-    c->last_active = uv_now(c->n->loop);
+    wr_conn_active(c);
     if (from->piped > 0 || from->eof || !more)
       break; /* the destination is full, or there is no more */
   }

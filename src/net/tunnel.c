@@ -28,23 +28,47 @@ static struct wr_net_side *other_side(struct wr_net_conn *c,
   return s == &c->client ? &c->upstream : &c->client;
 }
 
+const struct wr_conn_kind_info wr_conn_kinds[] = {
+    [WR_CONN_EXPLICIT] = {.name = "tcp",
+                          .policed = true,
+                          .budgeted = true,
+                          .speaks_http = true},
+    [WR_CONN_CONNECT] = {.name = "connect",
+                         .policed = true,
+                         .budgeted = true,
+                         .speaks_http = true},
+    [WR_CONN_HTTP] = {.name = "http",
+                      .policed = true,
+                      .budgeted = true,
+                      .speaks_http = true,
+                      .one_request = true},
+    [WR_CONN_TCP] = {.name = "tcp",
+                     .policed = true,
+                     .budgeted = true,
+                     .reset_on_refusal = true},
+    [WR_CONN_PORT] = {.name = "port", .from_host = true},
+};
+
 const char *wr_conn_kind_name(enum wr_conn_kind k) {
-  switch (k) {
-  case WR_CONN_CONNECT:
-    return "connect";
-  case WR_CONN_HTTP:
-    return "http";
-  case WR_CONN_TCP:
-  case WR_CONN_EXPLICIT:
-    return "tcp";
-  case WR_CONN_PORT:
-    return "port";
-  }
-  return "tcp";
+  return wr_conn_kinds[k].name;
+}
+
+static void report(struct wr_net_conn *c, enum wr_net_activity what) {
+  if (c->n->activity != NULL)
+    c->n->activity(c->n->hook_arg, c->sb->id, what,
+                   wr_conn_kinds[c->kind].from_host);
+}
+
+void wr_conn_active(struct wr_net_conn *c) {
+  c->last_active = uv_now(c->n->loop);
+  if (c->last_active - c->reported < WR_ACTIVITY_MS)
+    return;
+  c->reported = c->last_active;
+  report(c, WR_NET_CONN_BYTES);
 }
 
 bool wr_conn_one_request(const struct wr_net_conn *c) {
-  return c->kind == WR_CONN_HTTP || c->http;
+  return wr_conn_kinds[c->kind].one_request || c->http;
 }
 
 void wr_conn_log(struct wr_net_conn *c, bool allow, const char *rule,
@@ -64,7 +88,7 @@ void wr_conn_log(struct wr_net_conn *c, bool allow, const char *rule,
       .bytes_down = c->client.sent,
   };
 
-  if (c->kind == WR_CONN_PORT)
+  if (!wr_conn_kinds[c->kind].policed)
     return;
   if (c->has_addr)
     wr_net_addr_format(&c->addr, addr, sizeof(addr));
@@ -95,10 +119,10 @@ struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
   c->client.c = c;
   c->upstream.c = c;
   /* Until held.c chooses; published ports are not counted (held.c). */
-  c->tier = kind == WR_CONN_PORT ? &wr_tier_big : &wr_tier_small;
+  c->tier = wr_conn_kinds[kind].budgeted ? &wr_tier_small : &wr_tier_big;
   wr_net_sb_ref(sb);
   n->nconns++;
-  if (kind != WR_CONN_PORT)
+  if (wr_conn_kinds[kind].budgeted)
     sb->nconns++;
   c->next = sb->conns;
   if (sb->conns != NULL)
@@ -108,7 +132,8 @@ struct wr_net_conn *wr_conn_new(struct wr_net *n, struct wr_net_sb *sb,
   uv_timer_init(n->loop, &c->timer);
   c->timer.data = c;
   c->handles++;
-  c->last_active = uv_now(n->loop);
+  c->last_active = c->reported = uv_now(n->loop);
+  report(c, WR_NET_CONN_OPENED);
   return c;
 }
 
@@ -123,8 +148,9 @@ static void conn_free(struct wr_net_conn *c) {
   if (c->next != NULL)
     c->next->prev = c->prev;
   c->n->nconns--;
-  if (c->kind != WR_CONN_PORT)
+  if (wr_conn_kinds[c->kind].budgeted)
     sb->nconns--;
+  report(c, WR_NET_CONN_CLOSED);
   wr_net_release(c->n, sb, &c->held);
   if (c->has_secret) {
     if (c->secret.value != NULL)
@@ -205,7 +231,7 @@ int wr_conn_open_upstream(struct wr_net_conn *c) {
   int fd, rc;
 
   side_init(c, &c->upstream);
-  if (c->kind != WR_CONN_PORT)
+  if (!wr_conn_kinds[c->kind].from_host)
     return 0;
   fd = wr_net_socket_in_ns(c->n->self_netns, c->sb->netns_fd, AF_INET,
                            SOCK_STREAM, &err);
@@ -398,7 +424,7 @@ static void relay_read(uv_stream_t *stream, ssize_t nread,
       wr_conn_close(c);
     return;
   }
-  c->last_active = uv_now(c->n->loop);
+  wr_conn_active(c);
   if (held) {
     c->in_len += len;
     wr_conn_sni_check(c);
@@ -597,6 +623,7 @@ static void on_timer(uv_timer_t *t) {
     idle_check(c);
     break;
   case WR_CS_HEAD:
+  case WR_CS_WAKE: /* the sandbox did not wake in time */
   case WR_CS_HANDOVER:
   case WR_CS_FINISH:
     wr_conn_close(c);

@@ -193,20 +193,22 @@ test_files_and_software_survive_stop_start() {
 }
 
 test_pause_resume() {
-  local out a b c
+  local a b c init
   new_sandbox lc-pause
   "$WARREN" exec -d --tag counter lc-pause -- sh -c \
     'i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.05; done' >/dev/null
   sleep 0.5
   "$WARREN" pause lc-pause >/dev/null
   assert_eq paused "$(sb_state lc-pause)" "state"
-  a=$("$WARREN" cp lc-pause:/tmp/n - | tar -xO)
+  # Read from the host: a request through warren would wake it
+  # (15-wake.sh).
+  init=$(sb_get lc-pause .pid)
+  a=$(cat "/proc/$init/root/tmp/n")
   sleep 0.6
-  b=$("$WARREN" cp lc-pause:/tmp/n - | tar -xO)
+  b=$(cat "/proc/$init/root/tmp/n")
   assert_eq "$a" "$b" "counter while paused"
+  assert_eq paused "$(sb_state lc-pause)" "state after reading"
 
-  out=$(must_fail "$WARREN" exec lc-pause -- true)
-  assert_contains "$out" "paused" "exec while paused"
   # pause twice is fine.
   "$WARREN" pause lc-pause >/dev/null
 

@@ -1462,11 +1462,12 @@ ports_json_has() { # SANDBOX ADDR HOSTPORT PORT
 }
 
 # A published port carries a WebSocket round trip from the host to a
-# server inside; it survives pause/resume, stop/start (the server is
-# started again) and a daemon restart; ADDR: publishes on that address
-# only; a taken port is refused; --unpublish and rm free the host port.
+# server inside; a connection wakes a paused sandbox; it survives
+# stop/start (the server is started again) and a daemon restart; ADDR:
+# publishes on that address only; a taken port is refused; --unpublish
+# and rm free the host port.
 test_published_port_websocket() {
-  local hp hp2 hp3 out id c holder t0
+  local hp hp2 hp3 out id holder t0
   need_host_ip
   net_sandbox net-ws
   id=$(sb_get net-ws .id)
@@ -1488,17 +1489,12 @@ test_published_port_websocket() {
   assert_eq "ok 70000" "$(ws_client --url "ws://127.0.0.1:$hp/" --size 70000)" \
     "a 70000-byte message"
 
-  # Paused: the connection waits, and completes on resume.
+  # Paused: the connection wakes it (15-wake.sh has more).
   "$WARREN" pause net-ws >/dev/null
-  out=$(mktemp)
-  on_exit "rm -f '$out'"
-  ws_client --url "ws://127.0.0.1:$hp/" --message while-paused --timeout 30 >"$out" 2>&1 &
-  c=$!
-  sleep 1.5
-  kill -0 "$c" 2>/dev/null || fail "the client ended while the sandbox was paused: $(cat "$out")"
-  "$WARREN" resume net-ws >/dev/null
-  wait "$c" || fail "the client after resume: $(cat "$out")"
-  assert_eq while-paused "$(cat "$out")" "the round trip across pause"
+  assert_eq while-paused "$(ws_client --url "ws://127.0.0.1:$hp/" \
+    --message while-paused --timeout 30)" "the round trip to a paused sandbox"
+  assert_eq running "$(sb_get net-ws .state)" "the state after the connection"
+  assert_eq port "$(sb_get net-ws .last_wake.by)" "what woke it"
 
   # Stopped: the publication stays, connections fail at once.
   "$WARREN" stop net-ws >/dev/null

@@ -9,7 +9,8 @@
  * gives back exactly the bytes taken, so the reader accepts only what the
  * writer makes.
  */
-#include "daemon/daemon_internal.h"
+#include "daemon/outlog.h"
+#include "daemon/procs.h"
 
 struct seen {
   const uint8_t *buf;

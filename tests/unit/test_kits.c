@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 
-#include "daemon/daemon_internal.h"
+#include "daemon/kits.h"
 
 /* data/kits of the source tree. */
 static const char *shipped_dir(void) {

@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "daemon/daemon_internal.h"
+#include "daemon/outlog.h"
+#include "daemon/procs.h"
 
 struct got {
   int n;

@@ -78,6 +78,13 @@ struct fx {
   struct wr_policy *next_policy;
   bool swap_detaches; /* or to detach the sandbox instead */
   bool swap_closed;   /* the test closed swap itself */
+  /* The daemon's hooks: activity reported, and wakes asked for. With
+   * hold_wakes, a connection from the host waits for wake_timer, which
+   * answers wake_ok. */
+  int opened, bytes, closed, opened_from_host;
+  int wakes;
+  bool hold_wakes, wake_ok;
+  uv_timer_t wake_timer;
 };
 
 static bool must_work(void) {
@@ -395,6 +402,38 @@ static void on_swap(uv_async_t *a) {
     wr_net_set_policy(fx->n, fx->next_policy);
 }
 
+static void on_activity(void *arg, const char *sandbox,
+                        enum wr_net_activity what, bool from_host) {
+  struct fx *fx = arg;
+
+  assert_string_equal(sandbox, SANDBOX);
+  if (what == WR_NET_CONN_OPENED) {
+    fx->opened++;
+    fx->opened_from_host += from_host;
+  } else if (what == WR_NET_CONN_BYTES) {
+    fx->bytes++;
+  } else {
+    fx->closed++;
+  }
+}
+
+static void on_wake_timer(uv_timer_t *t) {
+  struct fx *fx = t->data;
+
+  wr_net_woken(fx->n, SANDBOX, fx->wake_ok);
+}
+
+static bool on_wake(void *arg, const char *sandbox) {
+  struct fx *fx = arg;
+
+  assert_string_equal(sandbox, SANDBOX);
+  fx->wakes++;
+  if (!fx->hold_wakes)
+    return true;
+  uv_timer_start(&fx->wake_timer, on_wake_timer, 200, 0);
+  return false;
+}
+
 static int setup(void **state) {
   struct fx *fx;
   struct wr_net_config cfg = {0};
@@ -411,6 +450,11 @@ static int setup(void **state) {
   cfg.hosts_file = G.hosts;
   cfg.log = on_event;
   cfg.log_arg = fx;
+  cfg.activity = on_activity;
+  cfg.wake = on_wake;
+  cfg.hook_arg = fx;
+  uv_timer_init(&fx->loop, &fx->wake_timer);
+  fx->wake_timer.data = fx;
   if (wr_net_new(&cfg, &fx->n, &err) < 0)
     fail_msg("wr_net_new: %s", err.msg);
   fx->policy = test_policy(true);
@@ -430,6 +474,7 @@ static int teardown(void **state) {
     return 0;
   if (!fx->swap_closed)
     uv_close((uv_handle_t *)&fx->swap, NULL);
+  uv_close((uv_handle_t *)&fx->wake_timer, NULL);
   wr_net_shutdown(fx->n);
   uv_run(&fx->loop, UV_RUN_DEFAULT);
   wr_net_free(fx->n);
@@ -1034,6 +1079,48 @@ static void test_published_port(void **state) {
   assert_int_equal(wr_net_unpublish(fx->n, SANDBOX, port, &err), 0);
   assert_int_equal(wr_net_unpublish(fx->n, SANDBOX, port, &err), -1);
   assert_int_equal(err.code, ENOENT);
+}
+
+/* A published port's connection while the daemon wakes the sandbox: the
+ * client is accepted and waits, then goes on (woken) or is closed (the
+ * wake failed); the daemon hears of each connection opening and closing,
+ * from the host. */
+static void test_published_port_waits_for_wake(void **state) {
+  struct fx *fx = *state;
+  struct client cl = {0}, cl2 = {0};
+  uint16_t port = free_port();
+  uint64_t t0;
+  pthread_t th;
+  int lfd = -1;
+  wr_error_t err = {0};
+
+  pthread_create(&th, NULL, ns_listener_thread, &lfd);
+  pthread_join(th, NULL);
+  assert_true(lfd >= 0);
+  pthread_create(&th, NULL, ns_server, &lfd);
+  assert_int_equal(wr_net_publish(fx->n, SANDBOX, NULL, port, NS_PORT, &err),
+                   0);
+  fx->hold_wakes = fx->wake_ok = true;
+  cl.rcode[0] = port;
+  t0 = wr_mono_ns();
+  run_client(fx, &cl, client_port, false);
+  pthread_join(th, NULL);
+  assert_string_equal(cl.buf, "hello from sandbox\necho?");
+  assert_true(wr_mono_ns() - t0 >= 190 * 1000000ull); /* it was held */
+  assert_int_equal(fx->wakes, 1);
+  spin(fx, 50);
+  assert_int_equal(fx->opened, 1);
+  assert_int_equal(fx->opened_from_host, 1);
+  assert_int_equal(fx->closed, 1);
+
+  /* The wake fails: the held connection is reset, never dialed. */
+  fx->wake_ok = false;
+  cl2.rcode[0] = port;
+  run_client(fx, &cl2, client_port_closed, false);
+  assert_true(cl2.status <= 0);
+  assert_int_equal(fx->wakes, 2);
+  close(lfd);
+  assert_int_equal(wr_net_unpublish(fx->n, SANDBOX, port, &err), 0);
 }
 
 static void test_publish_port_in_use(void **state) {
@@ -1848,6 +1935,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_http_chunked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_resolve, setup, teardown),
       cmocka_unit_test_setup_teardown(test_published_port, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_published_port_waits_for_wake, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_publish_port_in_use, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_policy_swap_closes, setup, teardown),
