@@ -39,7 +39,12 @@ struct wr_cgroup_ops {
   int (*remove)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);
   bool (*populated)(const struct wr_cgroup *cg, const char *id);
   uint64_t (*memory)(const struct wr_cgroup *cg, const char *id);
+  /* CPU time its processes used, in ns; WR_CGROUP_CPU_UNKNOWN when the
+   * host does not say. */
+  uint64_t (*cpu_ns)(const struct wr_cgroup *cg, const char *id);
 };
+
+#define WR_CGROUP_CPU_UNKNOWN UINT64_MAX
 
 /* Controllers warren uses. On v1, a sandbox is also in the cpuset and
  * cpuacct hierarchies, with no limits there: LXCFS (view.c) looks for the

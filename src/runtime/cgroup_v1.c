@@ -246,6 +246,20 @@ static uint64_t v1_memory(const struct wr_cgroup *cg, const char *id) {
   return strtoull(buf, NULL, 10);
 }
 
+static uint64_t v1_cpu_ns(const struct wr_cgroup *cg, const char *id) {
+  _cleanup_free_ char *dir = dir_of(cg, WR_CG_CPUACCT, id);
+  char buf[64];
+  uint64_t ns;
+
+  buf[0] = '\0';
+  if (dir == NULL || wr_cgroup_read(dir, "cpuacct.usage", buf, sizeof(buf)) < 0)
+    return WR_CGROUP_CPU_UNKNOWN;
+  buf[strcspn(buf, "\n")] = '\0';
+  if (wr_parse_u64(buf, 0, UINT64_MAX - 1, &ns, NULL) < 0)
+    return WR_CGROUP_CPU_UNKNOWN;
+  return ns;
+}
+
 const struct wr_cgroup_ops wr_cgroup_v1_ops = {
     .setup = v1_setup,
     .create = v1_create,
@@ -256,4 +270,5 @@ const struct wr_cgroup_ops wr_cgroup_v1_ops = {
     .remove = v1_remove,
     .populated = v1_populated,
     .memory = v1_memory,
+    .cpu_ns = v1_cpu_ns,
 };

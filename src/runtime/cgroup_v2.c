@@ -16,18 +16,30 @@ static char *dir_of(const struct wr_cgroup *cg, const char *id) {
   return xasprintf("%s/%s/%s", cg->v2_mount, cg->parent, id);
 }
 
-/* Whether a "key value" line in dir/file has value `want`. */
-static bool keyed_equals(const char *dir, const char *file, const char *key,
-                         const char *want) {
-  char buf[1024];
+/* The value of a "key value" line in dir/file, copied into out; false
+ * when the file or the key is missing. */
+static bool keyed_value(const char *dir, const char *file, const char *key,
+                        char *out, size_t size) {
+  char buf[1024], *save = NULL;
   size_t klen = strlen(key);
 
   if (wr_cgroup_read(dir, file, buf, sizeof(buf)) < 0)
     return false;
-  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
-    if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-      return strcmp(line + klen + 1, want) == 0;
+  for (char *line = strtok_r(buf, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save))
+    if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+      snprintf(out, size, "%s", line + klen + 1);
+      return true;
+    }
   return false;
+}
+
+/* Whether a "key value" line in dir/file has value `want`. */
+static bool keyed_equals(const char *dir, const char *file, const char *key,
+                         const char *want) {
+  char v[64];
+
+  return keyed_value(dir, file, key, v, sizeof(v)) && strcmp(v, want) == 0;
 }
 
 /* Enable the controllers the root offers on the root and on the parent, so
@@ -175,6 +187,18 @@ static uint64_t v2_memory(const struct wr_cgroup *cg, const char *id) {
   return strtoull(buf, NULL, 10);
 }
 
+/* cpu.stat's usage_usec is there without the cpu controller too. */
+static uint64_t v2_cpu_ns(const struct wr_cgroup *cg, const char *id) {
+  _cleanup_free_ char *dir = dir_of(cg, id);
+  char v[32];
+  uint64_t usec;
+
+  if (!keyed_value(dir, "cpu.stat", "usage_usec", v, sizeof(v)) ||
+      wr_parse_u64(v, 0, UINT64_MAX / 1000, &usec, NULL) < 0)
+    return WR_CGROUP_CPU_UNKNOWN;
+  return usec * 1000;
+}
+
 const struct wr_cgroup_ops wr_cgroup_v2_ops = {
     .setup = v2_setup,
     .create = v2_create,
@@ -185,4 +209,5 @@ const struct wr_cgroup_ops wr_cgroup_v2_ops = {
     .remove = v2_remove,
     .populated = v2_populated,
     .memory = v2_memory,
+    .cpu_ns = v2_cpu_ns,
 };

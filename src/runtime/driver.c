@@ -667,6 +667,10 @@ uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id) {
   return rt->cg.ops->memory(&rt->cg, id);
 }
 
+uint64_t wr_rt_cpu_usage(struct wr_runtime *rt, const char *id) {
+  return rt->cg.ops->cpu_ns(&rt->cg, id);
+}
+
 int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
   _cleanup_free_ char *ctl = xasprintf("%s/ctl.sock", dir);

@@ -191,6 +191,9 @@ int wr_rt_net_fds(const struct wr_rt_instance *inst, int fds[WR_NET_NFDS],
 int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err);
 /* Memory use of the sandbox in bytes (cgroup), 0 when unknown. */
 uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id);
+/* CPU time the sandbox's processes used in ns (cgroup), UINT64_MAX when
+ * unknown. */
+uint64_t wr_rt_cpu_usage(struct wr_runtime *rt, const char *id);
 /* Whether any process is left in the sandbox's cgroup. */
 bool wr_rt_populated(struct wr_runtime *rt, const char *id);
 /* The last bytes of warren-init's log, for error messages. */

@@ -191,6 +191,41 @@ static void test_affinity(void **state) {
   }
 }
 
+static void put(const char *dir, const char *file, const char *text) {
+  _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+
+  assert_int_equal(wr_write_file(path, text, strlen(text), 0644, NULL), 0);
+}
+
+/* The CPU time the idle pause reads: cpuacct.usage (ns) on v1, cpu.stat's
+ * usage_usec on v2; unknown, never 0, when the file is missing or junk
+ * (0 would read as "idle"). */
+static void test_cpu_usage(void **state) {
+  struct fake_v1 *f = *state;
+  _cleanup_free_ char *acct = xasprintf("%s/cpuacct/warren/sb-1", f->root);
+  _cleanup_free_ char *v2 = xasprintf("%s/v2/warren/sb-1", f->root);
+  struct wr_cgroup cg2 = {.version = 2, .ops = &wr_cgroup_v2_ops};
+
+  assert_int_equal(f->cg.ops->cpu_ns(&f->cg, "sb-1"), WR_CGROUP_CPU_UNKNOWN);
+  assert_int_equal(wr_mkdir_p(acct, 0755, NULL), 0);
+  f->cg.v1_mount[WR_CG_CPUACCT] = xasprintf("%s/cpuacct", f->root);
+  assert_int_equal(f->cg.ops->cpu_ns(&f->cg, "sb-1"), WR_CGROUP_CPU_UNKNOWN);
+  put(acct, "cpuacct.usage", "123456789\n");
+  assert_int_equal(f->cg.ops->cpu_ns(&f->cg, "sb-1"), 123456789);
+  put(acct, "cpuacct.usage", "12x\n");
+  assert_int_equal(f->cg.ops->cpu_ns(&f->cg, "sb-1"), WR_CGROUP_CPU_UNKNOWN);
+
+  cg2.parent = xstrdup("warren");
+  cg2.v2_mount = xasprintf("%s/v2", f->root);
+  assert_int_equal(wr_mkdir_p(v2, 0755, NULL), 0);
+  assert_int_equal(cg2.ops->cpu_ns(&cg2, "sb-1"), WR_CGROUP_CPU_UNKNOWN);
+  put(v2, "cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n");
+  assert_int_equal(cg2.ops->cpu_ns(&cg2, "sb-1"), 2500000);
+  put(v2, "cpu.stat", "user_usec 2000\nsystem_usec 500\n");
+  assert_int_equal(cg2.ops->cpu_ns(&cg2, "sb-1"), WR_CGROUP_CPU_UNKNOWN);
+  wr_cgroup_fini(&cg2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tcp_budget),
@@ -200,6 +235,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_v1_create_fails_without_tcp_file,
                                       setup_v1, teardown_v1),
       cmocka_unit_test(test_affinity),
+      cmocka_unit_test_setup_teardown(test_cpu_usage, setup_v1, teardown_v1),
   };
 
   if (getenv("WR_TEST_FILTER") != NULL)
