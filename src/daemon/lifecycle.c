@@ -122,6 +122,7 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   }
   sb->state = s;
   sb->updated_ms = wr_now_ms();
+  wr_idle_on_state(sb);
   if (wr_store_sandbox_set_state(sb->d->store, sb->id, state_names[s],
                                  sb->error, &err) < 0)
     wr_err("sandbox %s: %s", sb->id, err.msg);
@@ -616,6 +617,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
   struct wake_retry *r;
   wr_error_t err;
 
+  /* Every request that may wake a sandbox is activity (idle.c). */
+  wr_idle_touch(sb, WR_IDLE_REQUEST);
   if (sb->op == WR_OP_RESUMING) {
     add_waiter(sb, done, arg);
     return 0;

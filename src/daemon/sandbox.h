@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "daemon/daemon.h"
+#include "daemon/idle.h"
 #include "daemon/outlog.h"
 
 struct wr_initconn;
@@ -32,6 +33,8 @@ struct wr_sandbox_spec {
   char *ws_path;
   uint32_t ws_uid, ws_gid;
   struct wr_ws_identity ws_id;
+  int64_t idle_pause_s; /* pause after this long idle; 0 never; -1: the
+                           daemon's --idle-pause */
 };
 
 /* What a sandbox is (stored; `state` in the API). Transitions are checked
@@ -118,6 +121,7 @@ struct wr_sandbox {
    * bytes last moved on one (network.c). */
   unsigned net_conns;
   int64_t net_active_ms;
+  struct wr_sandbox_idle idle; /* idle.c */
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
