@@ -392,8 +392,7 @@ static int connect_ctl(const char *ctl_path, bool nonblock, wr_error_t *err) {
   if (wr_strlcpy(sa.sun_path, ctl_path, sizeof(sa.sun_path)) < 0)
     return wr_error_set(err, ENAMETOOLONG, "`%s`", ctl_path);
   s = socket(AF_UNIX,
-             SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0),
-             0);
+             SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
   if (s < 0)
     return wr_error_set(err, errno, "socket");
   if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
