@@ -119,6 +119,8 @@ struct wr_cli_create_opts {
   char **labels; /* "K=V", validated */
   bool no_start, json, help;
   bool reuse; /* --reuse: the sandbox named --name if it exists */
+  bool has_idle_pause;
+  uint64_t idle_pause_s; /* --idle-pause, in seconds (0: never) */
 };
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err);

@@ -40,6 +40,10 @@ static const char help[] =
     "  --env K=V        environment of every process (repeatable)\n"
     "  --label K=V      a label to find it by (repeatable)\n"
     "  --workdir DIR    working directory of processes (default: /)\n"
+    "  --idle-pause T   pause it after T without activity (requests,\n"
+    "                   attached clients, connections, CPU use), like 300,\n"
+    "                   10m or 1h; 0: never (default: warrend's, 300s);\n"
+    "                   any request wakes it\n"
     "  --no-start       create it stopped\n"
     "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
     "                   it is stopped, wake it if it is paused (refused if\n"
@@ -70,6 +74,7 @@ enum {
   OPT_CLONE,
   OPT_SNAPSHOT,
   OPT_REUSE,
+  OPT_IDLE_PAUSE,
 };
 
 static const struct option longopts[] = {
@@ -87,6 +92,7 @@ static const struct option longopts[] = {
     {"clone", no_argument, NULL, OPT_CLONE},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"reuse", no_argument, NULL, OPT_REUSE},
+    {"idle-pause", required_argument, NULL, OPT_IDLE_PAUSE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -122,6 +128,19 @@ static int parse_value(struct wr_cli_create_opts *o, int c, const char *arg,
     o->has_disk = true;
     return wr_parse_size(arg, &o->disk, err) < 0 ? wr_error_wrap(err, "--disk")
                                                  : 0;
+  case OPT_IDLE_PAUSE: {
+    uint64_t ms;
+    if (wr_parse_duration_ms(arg, &ms, err) < 0)
+      return wr_error_wrap(err, "--idle-pause");
+    if (ms % 1000 != 0 || ms > 30ull * 86400 * 1000)
+      return wr_error_set(err, 0,
+                          "--idle-pause takes whole seconds up to 30 days "
+                          "(like 300, 10m, 1h; 0: never), not `%s`",
+                          arg);
+    o->has_idle_pause = true;
+    o->idle_pause_s = ms / 1000;
+    return 0;
+  }
   case OPT_ENV:
     return wr_cli_push_kv(&o->env, arg, "--env", true, err);
   case OPT_LABEL:
@@ -273,6 +292,9 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "agent", json_string(o->agent));
   if (o->reuse)
     json_object_set_new(body, "reuse", json_true());
+  if (o->has_idle_pause)
+    json_object_set_new(body, "idle_pause",
+                        json_integer((json_int_t)o->idle_pause_s));
   if (o->path != NULL)
     json_object_set_new(body, "workspace",
                         json_pack("{s:s,s:s}", "path", o->path, "mode",

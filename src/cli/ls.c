@@ -6,7 +6,9 @@
 static const char help[] =
     "Usage: warren ls [OPTIONS]\n"
     "\n"
-    "List sandboxes: NAME STATE AGENT MODE WORKSPACE PORTS IMAGE CREATED.\n"
+    "List sandboxes: NAME STATE IDLE AGENT MODE WORKSPACE PORTS IMAGE\n"
+    "CREATED. IDLE is how long a running sandbox has had no activity (it\n"
+    "pauses itself after its idle pause, and any request wakes it).\n"
     "MODE is direct or clone for a sandbox with a workspace (WORKSPACE is\n"
     "its host directory); PORTS are the published ports, HOST->PORT.\n"
     "`warren inspect NAME` shows limits and everything else.\n"
@@ -156,18 +158,37 @@ static const char *or_dash(const json_t *o, const char *key) {
   return s != NULL && *s != '\0' ? s : "-";
 }
 
+/* How long a running sandbox has been idle ("42s", "5m", "3h", "2d"),
+ * "-" when it is not running or the daemon does not say. */
+static void idle_text(const json_t *sb, char *out, size_t size) {
+  json_t *idle = json_object_get(json_object_get(sb, "idle"), "idle_s");
+  json_int_t s = json_is_integer(idle) ? json_integer_value(idle) : -1;
+
+  if (s < 0)
+    snprintf(out, size, "-");
+  else if (s < 60)
+    snprintf(out, size, "%llds", (long long)s);
+  else if (s < 3600)
+    snprintf(out, size, "%lldm", (long long)(s / 60));
+  else if (s < 86400)
+    snprintf(out, size, "%lldh", (long long)(s / 3600));
+  else
+    snprintf(out, size, "%lldd", (long long)(s / 86400));
+}
+
 /* One sandbox as a row, the age in words. */
 static void add_row(struct wr_cli_table *t, const json_t *sb) {
   json_t *ws = json_object_get(sb, "workspace");
   _cleanup_free_ char *ports = ports_text(sb);
-  char created[64];
+  char created[64], idle[32];
 
   wr_cli_field_ago(sb, "created_at", created, sizeof(created));
-  wr_cli_table_add(
-      t, (const char *const[]){wr_cli_jstr(sb, "name"),
-                               wr_cli_jstr(sb, "state"), or_dash(sb, "agent"),
-                               or_dash(ws, "mode"), or_dash(ws, "path"), ports,
-                               wr_cli_jstr(sb, "image"), created});
+  idle_text(sb, idle, sizeof(idle));
+  wr_cli_table_add(t, (const char *const[]){
+                          wr_cli_jstr(sb, "name"), wr_cli_jstr(sb, "state"),
+                          idle, or_dash(sb, "agent"), or_dash(ws, "mode"),
+                          or_dash(ws, "path"), ports, wr_cli_jstr(sb, "image"),
+                          created});
 }
 
 /* A table, or one name per line for scripts (-q). */
@@ -176,10 +197,10 @@ static int print_sandboxes(const struct wr_cli_ls_opts *o, json_t *list) {
   size_t i;
   json_t *sb;
 
-  wr_cli_table_init(&t, 8);
-  wr_cli_table_add(&t, (const char *const[]){"NAME", "STATE", "AGENT", "MODE",
-                                             "WORKSPACE", "PORTS", "IMAGE",
-                                             "CREATED"});
+  wr_cli_table_init(&t, 9);
+  wr_cli_table_add(&t, (const char *const[]){"NAME", "STATE", "IDLE", "AGENT",
+                                             "MODE", "WORKSPACE", "PORTS",
+                                             "IMAGE", "CREATED"});
   json_array_foreach (list, i, sb) {
     if (o->quiet)
       printf("%s\n", wr_cli_jstr(sb, "name"));

@@ -76,7 +76,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
     return -1;
   rc.cgroup_parent = d->cgroup_parent;
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
-      wr_snapshots_init(d, err) < 0 /* snapshots */)
+      wr_snapshots_init(d, err) < 0 /* snapshots */ ||
+      wr_idle_start(d, err) < 0)
     return -1;
   routes = wr_daemon_routes(&nroutes);
   return wr_http_server_new(loop, routes, nroutes, d, NULL, &d->http, err);
@@ -134,6 +135,31 @@ int wr_daemon_listen(struct wr_daemon *d, wr_error_t *err) {
   return 0;
 }
 
+/* Reattach to a sandbox's init. A paused sandbox's init accepts no
+ * connection while frozen, and every daemon start leaves one queued: once
+ * its backlog is full, it is thawed just long enough to take them. */
+static int reattach(struct wr_daemon *d, struct wr_sandbox *sb,
+                    struct wr_rt_instance *inst, wr_error_t *err) {
+  wr_error_t e;
+  int r = wr_rt_reattach(d->rt, sb->id, inst, err);
+
+  if (r == 0 || err->code != EAGAIN || sb->state != WR_SB_PAUSED)
+    return r;
+  wr_info("sandbox %s: thawed for a moment to reattach (its init's "
+          "backlog is full)",
+          sb->name);
+  if (wr_rt_freeze(d->rt, sb->id, false, err) < 0)
+    return -1;
+  for (int i = 0; i < 100 && r < 0 && err->code == EAGAIN; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    r = wr_rt_reattach(d->rt, sb->id, inst, err);
+  }
+  if (wr_rt_freeze(d->rt, sb->id, true, &e) < 0)
+    wr_warn("sandbox %s: pause it again: %s", sb->name, e.msg);
+  return r;
+}
+
 /* Bring one sandbox from the database back under management. */
 static void recover_one(struct wr_daemon *d, struct wr_sandbox *sb) {
   struct wr_rt_instance inst;
@@ -147,7 +173,7 @@ static void recover_one(struct wr_daemon *d, struct wr_sandbox *sb) {
   }
   if (sb->state != WR_SB_RUNNING && sb->state != WR_SB_PAUSED)
     return;
-  if (wr_rt_reattach(d->rt, sb->id, &inst, &err) < 0) {
+  if (reattach(d, sb, &inst, &err) < 0) {
     wr_info("sandbox %s: no longer running (%s)", sb->name, err.msg);
     wr_rt_cleanup(d->rt, sb->id, NULL);
     wr_sandbox_set_state(sb, WR_SB_STOPPED,
@@ -217,6 +243,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_images_shutdown(d);
   wr_network_shutdown(d);
   wr_snapshots_shutdown(d); /* snapshots */
+  wr_idle_stop(d);
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   wr_events_shutdown(d); /* events.c: streams end before the server */

@@ -28,6 +28,7 @@ struct wr_daemon_config {
   const char *cgroup_parent; /* NULL: the root's own (roots.c) */
   enum wr_cgroup_mode cgroup_mode;
   const char *default_image; /* "base" */
+  unsigned idle_pause_s;     /* default idle pause of sandboxes; 0 never */
   uint64_t default_disk;     /* disk limit of sandboxes created without
                                 one, in bytes; 0: none */
   const char *data_dir;      /* warren's data files (policy presets, ...);
@@ -70,6 +71,7 @@ struct wr_daemon {
   struct wr_network *network;     /* egress, secrets, ports (network.c) */
   struct wr_events *events;       /* lifecycle events (events.c) */
   struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */
+  struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

@@ -474,10 +474,17 @@ void wr_events_state_change(struct wr_sandbox *sb, enum wr_sandbox_state from) {
   }
   if (from == WR_SB_CREATING)
     wr_events_emit(d, "created", sb, NULL);
-  if (to == WR_SB_RUNNING && from != WR_SB_RUNNING)
-    wr_events_emit(d, from == WR_SB_PAUSED ? "resumed" : "started", sb, NULL);
+  if (to == WR_SB_RUNNING && from == WR_SB_PAUSED)
+    wr_events_emit(d, "resumed", sb,
+                   json_pack("{s:s}", "by", wr_wake_by_name(sb->last_wake_by)));
+  else if (to == WR_SB_RUNNING && from != WR_SB_RUNNING)
+    wr_events_emit(d, "started", sb, NULL);
   else if (to == WR_SB_PAUSED && from == WR_SB_RUNNING)
-    wr_events_emit(d, "paused", sb, NULL);
+    wr_events_emit(
+        d, sb->idle.by_idle ? "idle-paused" : "paused", sb,
+        sb->idle.by_idle
+            ? json_pack("{s:I}", "idle_s", (json_int_t)wr_idle_pause_after(sb))
+            : NULL);
   else if (to == WR_SB_STOPPED && was_up)
     wr_events_emit(d, "stopped", sb,
                    json_pack("{s:s}", "reason", why ? why : "requested"));

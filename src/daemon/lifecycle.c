@@ -137,6 +137,7 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   if (s != from || set_error) {
     store_state(sb, s, set_error, error);
     wr_events_state_change(sb, from);
+    wr_idle_on_state(sb);
   }
   /* Every change is observed here, from (from, from_op) to (s, op), with
    * what caused it in sb (last_wake_by for a wake, removed for a removal
@@ -652,6 +653,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
   struct wake_retry *r;
   wr_error_t err;
 
+  /* Every request that may wake a sandbox is activity (idle.c). */
+  wr_idle_touch(sb, WR_IDLE_REQUEST);
   if (sb->op == WR_OP_RESUMING) {
     add_waiter(sb, done, arg);
     return 0;

@@ -62,6 +62,11 @@ static const char usage[] =
     "                     a DNS server that the proxy's resolver asks, in\n"
     "                     place of those in /etc/resolv.conf (repeatable;\n"
     "                     IPv6 as [ADDR]:PORT; default port 53)\n"
+    "  --idle-pause SECONDS\n"
+    "                     pause a sandbox after this long without activity\n"
+    "                     (requests, attached clients, connections, CPU use),\n"
+    "                     unless it was created with its own; any request\n"
+    "                     wakes it (default 300; 0: never)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --cgroup-favor-dynmods\n"
@@ -158,6 +163,16 @@ static uint64_t parse_entries(const char *opt, const char *s) {
   return n;
 }
 
+/* Seconds, at most 30 days; 0: never. */
+static unsigned parse_idle(const char *s) {
+  uint64_t n;
+  wr_error_t err;
+
+  if (wr_parse_u64(s, 0, 30 * 86400, &n, &err) < 0)
+    die_usage("--idle-pause takes seconds, 0 (never) to 2592000, not", s);
+  return (unsigned)n;
+}
+
 static unsigned parse_pool(const char *s) {
   uint64_t n;
   wr_error_t err;
@@ -224,6 +239,7 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"resolver", required_argument, NULL, 'R'},
       {"npm-registry", required_argument, NULL, 'P'},
       {"netns-pool", required_argument, NULL, 'N'},
+      {"idle-pause", required_argument, NULL, 'I'},
       {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -289,6 +305,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
     case 'N':
       cfg->netns_pool = parse_pool(optarg);
       break;
+    case 'I':
+      cfg->idle_pause_s = parse_idle(optarg);
+      break;
     case 'F':
       cfg->cgroup_favor_dynmods = true;
       break;
@@ -348,6 +367,7 @@ int main(int argc, char **argv) {
       .roots_db = WR_ROOTS_DB,
       .default_image = "base",
       .netns_pool = 4,
+      .idle_pause_s = 300,
       .host_ca_dir = "/usr/local/share/ca-certificates",
       .policy_log = {.max = WR_NETLOG_MAX,
                      .sandbox_max = WR_NETLOG_SANDBOX_MAX},

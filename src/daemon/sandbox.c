@@ -278,6 +278,7 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
                       sb->spec.snapshot ? json_string(sb->spec.snapshot)
                                         : json_null());
   json_object_set_new(j, "last_wake", last_wake_json(sb));
+  json_object_set_new(j, "idle", wr_idle_json(sb));
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -303,6 +304,8 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
     json_object_set_new(j, "agent", json_string(s->agent));
   if (s->snapshot != NULL) /* snapshots */
     json_object_set_new(j, "snapshot", json_string(s->snapshot));
+  if (s->idle_pause_s >= 0)
+    json_object_set_new(j, "idle_pause", json_integer(s->idle_pause_s));
   if (s->ws_path != NULL) {
     json_t *ws = workspace_stored(s);
     if (s->ws_id.known)
@@ -366,7 +369,7 @@ static int workspace_from_json(json_t *ws, struct wr_sandbox_spec *s,
 static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
                           wr_error_t *err) {
   _cleanup_json_ json_t *j = NULL;
-  int64_t mem = 0, pids = 0, disk = 0;
+  int64_t mem = 0, pids = 0, disk = 0, idle = -1;
   json_t *env = NULL, *labels = NULL, *ws = NULL;
   const char *workdir = "/", *agent = NULL, *snapshot = NULL;
   struct wr_json_field f[] = {
@@ -380,6 +383,7 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
       {"workdir", WR_JSON_STRING, &workdir, false, NULL},
       {"agent", WR_JSON_STRING, &agent, false, NULL},
       {"workspace", WR_JSON_OBJECT, &ws, false, NULL},
+      {"idle_pause", WR_JSON_INT, &idle, false, NULL},
   };
 
   if (wr_json_parse_object(text, strlen(text), true, &j, err) < 0 ||
@@ -389,6 +393,7 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
     return wr_error_setx(err, EINVAL, "negative limit in the stored spec");
   s->memory_bytes = (uint64_t)mem;
   s->pids = (uint64_t)pids;
+  s->idle_pause_s = idle < 0 ? -1 : idle;
   s->disk_bytes = (uint64_t)disk;
   if (env != NULL && wr_json_env(env, "env", &s->env, err) < 0)
     return -1;
@@ -408,6 +413,7 @@ struct create_req {
   uint64_t memory, disk;
   double cpus;
   int64_t pids;
+  int64_t idle_pause; /* -1: the daemon's */
   json_t *env, *labels, *workspace;
   bool start;
   bool reuse;                 /* the sandbox of that name, if there is one */
@@ -528,6 +534,10 @@ static int check_create(struct wr_daemon *d, struct create_req *c,
     return -1;
   if (c->snapshot != NULL && check_snapshot(d, c, err) < 0) /* snapshots */
     return -1;
+  if (c->idle_pause < -1 || c->idle_pause > WR_IDLE_PAUSE_MAX)
+    return wr_error_setx(err, EINVAL,
+                         "idle_pause is seconds, 0 (never) to %d, not %lld",
+                         WR_IDLE_PAUSE_MAX, (long long)c->idle_pause);
   if (check_limits(d, c, err) < 0 ||
       (c->workspace != NULL &&
        wr_ws_check_request(c->workspace, &c->ws, err) < 0))
@@ -586,6 +596,7 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
   sb->spec.cpus = c->cpus;
   sb->spec.pids = (uint64_t)c->pids;
   sb->spec.disk_bytes = c->disk;
+  sb->spec.idle_pause_s = c->idle_pause;
   sb->spec.workdir = xstrdup(c->workdir   ? c->workdir
                              : c->ws.real ? WR_WORKSPACE
                                           : "/");
@@ -873,6 +884,7 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"workspace", WR_JSON_OBJECT, &c->workspace, false, NULL},
       {"reuse", WR_JSON_BOOL, &c->reuse, false, NULL},
       {"snapshot", WR_JSON_STRING, &c->snapshot, false, NULL}, /* snapshots */
+      {"idle_pause", WR_JSON_INT, &c->idle_pause, false, NULL},
   };
   struct wr_sandbox *sb;
   wr_error_t err;
@@ -880,6 +892,7 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   cj->req = req;
   c->image = d->cfg.default_image;
   c->disk = d->cfg.default_disk;
+  c->idle_pause = -1;
   c->start = true;
   c->ws.state_root = d->cfg.root;
   cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));

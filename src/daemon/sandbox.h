@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "daemon/daemon.h"
+#include "daemon/idle.h"
 #include "daemon/outlog.h"
 
 struct wr_initconn;
@@ -37,6 +38,8 @@ struct wr_sandbox_spec {
    * found from the snapshot when the sandbox is loaded). */
   char *snapshot;
   char **layer_dirs;
+  int64_t idle_pause_s; /* pause after this long idle; 0 never; -1: the
+                           daemon's --idle-pause */
 };
 
 /* What a sandbox is (stored; `state` in the API). Transitions are checked
@@ -124,6 +127,7 @@ struct wr_sandbox {
    * bytes last moved on one (network.c). */
   unsigned net_conns;
   int64_t net_active_ms;
+  struct wr_sandbox_idle idle; /* idle.c */
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;

@@ -382,13 +382,18 @@ int wr_rt_open_root(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   return fd;
 }
 
-static int connect_ctl(const char *ctl_path, wr_error_t *err) {
+/* A connection to warren-init's control socket. nonblock: fail with
+ * EAGAIN instead of waiting when its backlog is full (a frozen init
+ * accepts nothing, and each daemon start that reattached to it left one
+ * connection queued). */
+static int connect_ctl(const char *ctl_path, bool nonblock, wr_error_t *err) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   int s;
 
   if (wr_strlcpy(sa.sun_path, ctl_path, sizeof(sa.sun_path)) < 0)
     return wr_error_set(err, ENAMETOOLONG, "`%s`", ctl_path);
-  s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  s = socket(AF_UNIX,
+             SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
   if (s < 0)
     return wr_error_set(err, errno, "socket");
   if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -402,7 +407,7 @@ static int connect_ctl(const char *ctl_path, wr_error_t *err) {
 /* Connect to warren-init and wait for its HELLO_OK: that is when its setup
  * (user namespace, capabilities, seccomp) is done. */
 static int hello(const char *ctl_path, int *out, wr_error_t *err) {
-  _cleanup_close_ int s = connect_ctl(ctl_path, err);
+  _cleanup_close_ int s = connect_ctl(ctl_path, false, err);
   char buf[WR_INIT_MAX_MSG];
   int fds[WR_INIT_MAX_FDS];
   size_t nfds = 0;
@@ -714,8 +719,10 @@ int wr_rt_reattach(struct wr_runtime *rt, const char *id,
   memset(inst, 0, sizeof(*inst));
   inst->pidfd = inst->ctl = inst->rootfd = -1;
   /* No HELLO here: a paused sandbox's init cannot answer until it is
-   * thawed, but the kernel completes the connection and names the peer. */
-  inst->ctl = connect_ctl(ctl, err);
+   * thawed, but the kernel completes the connection and names the peer
+   * while the socket's backlog has room (EAGAIN when not: the caller
+   * thaws the sandbox for a moment; see recover_one in daemon.c). */
+  inst->ctl = connect_ctl(ctl, true, err);
   if (inst->ctl < 0)
     return -1;
   if (getsockopt(inst->ctl, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
