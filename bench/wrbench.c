@@ -39,7 +39,7 @@
  * each in a row), so that a load that comes and goes on a shared machine
  * weighs on the direct figure and its peers alike.
  *
- * `wrbench wake` (optional; bench/run does not run it) measures pause and
+ * `wrbench wake` (bench/run runs it after the creates) measures pause and
  * wake in one sandbox running python3's http.server on a published port:
  * - pause and resume, through the API (one client on the socket: the
  *   daemon's time and one local round trip) and, with --cli, through
