@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <nftables/libnftables.h>
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1322,25 +1323,50 @@ static void test_literals_and_failures(void **state) {
 
 /* ---- redirected connections (needs nft in the namespace) ---------------- */
 
-static bool load_redirect(void) {
-  char path[128], cmd[512];
-  FILE *f;
+/* The redirect that a sandbox's filter makes, in the child's namespace:
+ * loaded with libnftables (as warrend loads its own) from a thread that
+ * entered the namespace, since a thread's network namespace is its own. */
+static void *load_redirect_thread(void *arg) {
+  static const char rules[] =
+      "table inet t {\n chain o {\n  type nat hook output priority -100;\n"
+      "  ip daddr 127.0.0.0/8 accept\n"
+      "  meta l4proto tcp redirect to :3128\n }\n}\n";
+  char path[64];
+  struct nft_ctx *ctx;
+  int fd, ok = 0;
 
-  snprintf(path, sizeof(path), "%s/rules.nft", G.dir);
-  f = fopen(path, "w");
-  if (f == NULL)
+  (void)arg;
+  snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)G.child);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+    if (fd >= 0)
+      close(fd);
+    return (void *)(intptr_t)0;
+  }
+  close(fd);
+  ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+  if (ctx != NULL) {
+    nft_ctx_buffer_output(ctx);
+    nft_ctx_buffer_error(ctx);
+    ok = nft_run_cmd_from_buffer(ctx, "list table inet t") == 0 ||
+         nft_run_cmd_from_buffer(ctx, rules) == 0;
+    nft_ctx_free(ctx);
+  }
+  return (void *)(intptr_t)ok;
+}
+
+static bool load_redirect(void) {
+  char cmd[256];
+  pthread_t t;
+  void *ok = NULL;
+
+  if (pthread_create(&t, NULL, load_redirect_thread, NULL) != 0 ||
+      pthread_join(t, &ok) != 0 || ok == NULL)
     return false;
-  fputs("table inet t {\n chain o {\n  type nat hook output priority -100;\n"
-        "  ip daddr 127.0.0.0/8 accept\n"
-        "  meta l4proto tcp redirect to :3128\n }\n}\n",
-        f);
-  fclose(f);
   snprintf(cmd, sizeof(cmd),
-           "nsenter --net=/proc/%d/ns/net sh -c 'nft list table inet t "
-           ">/dev/null 2>&1 || nft -f %s' >/dev/null 2>&1 && "
            "nsenter --net=/proc/%d/ns/net ip route replace default dev lo src "
            "127.0.0.1 >/dev/null 2>&1",
-           (int)G.child, path, (int)G.child);
+           (int)G.child);
   return system(cmd) == 0;
 }
 
