@@ -1321,7 +1321,7 @@ static void test_literals_and_failures(void **state) {
   assert_string_equal(e->addr, "127.0.0.1");
 }
 
-/* ---- redirected connections (needs nft in the namespace) ---------------- */
+/* ---- redirected connections (a redirect in the namespace) --------------- */
 
 /* The redirect that a sandbox's filter makes, in the child's namespace:
  * loaded with libnftables (as warrend loads its own) from a thread that
