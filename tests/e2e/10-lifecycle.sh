@@ -196,7 +196,7 @@ test_pause_resume() {
   local a b c init
   new_sandbox lc-pause
   "$WARREN" exec -d --tag counter lc-pause -- sh -c \
-    'i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.05; done' >/dev/null
+    'i=0; while :; do i=$((i+1)); echo $i >/tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.05; done' >/dev/null
   sleep 0.5
   "$WARREN" pause lc-pause >/dev/null
   assert_eq paused "$(sb_state lc-pause)" "state"
