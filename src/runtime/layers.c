@@ -42,6 +42,7 @@
 #define XATTR_VALUE_MAX 65536
 #define NOBODY 65534u
 #define COPY_CHUNK (8u << 20)
+#define COPY_BUF (64u << 10) /* read/write when copy_file_range cannot */
 
 bool wr_layer_is_whiteout(const struct stat *st) {
   return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
@@ -148,7 +149,17 @@ static const char *entry_path(struct walk *w, const char *name, char *buf,
   return n >= 0 && (size_t)n < size ? buf : NULL;
 }
 
-static int fail(struct walk *w, int e, const char *what, const char *name) {
+/*
+ * The walk recurses once per directory level, up to WR_LAYERS_MAX_NEST
+ * deep, on a worker thread's stack, and the sandbox chooses how deep its
+ * directories go. So the frames that recurse stay small (about 1 KiB
+ * each): the functions with a path-sized buffer are leaves kept out of
+ * them, whatever the compiler would inline.
+ */
+#define WR_NOINLINE __attribute__((noinline))
+
+WR_NOINLINE static int fail(struct walk *w, int e, const char *what,
+                            const char *name) {
   char p[PATH_MAX];
 
   const char *path = entry_path(w, name, p, sizeof(p));
@@ -254,10 +265,12 @@ static int copy_data(struct walk *w, int s, int d, const char *name) {
       return fail(w, errno, "copy", name);
     break;
   }
-  /* A filesystem without copy_file_range between these two. */
+  /* A filesystem without copy_file_range between these two. The buffer
+   * is the heap's: this runs at the bottom of a recursion as deep as the
+   * sandbox made its directories (see WR_NOINLINE below). */
+  _cleanup_free_ char *buf = xmalloc(COPY_BUF);
   for (;;) {
-    char buf[65536];
-    ssize_t n = read(s, buf, sizeof(buf));
+    ssize_t n = read(s, buf, COPY_BUF);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
@@ -286,8 +299,8 @@ static int open_source(struct walk *w, int dirfd, const char *name,
   return fd;
 }
 
-static int write_file(struct walk *w, int s, int d, const char *name,
-                      const struct stat *st) {
+WR_NOINLINE static int write_file(struct walk *w, int s, int d,
+                                  const char *name, const struct stat *st) {
   _cleanup_close_ int in = open_source(w, s, name, st), out = -1;
   char p[PATH_MAX];
 
@@ -307,8 +320,8 @@ static int write_file(struct walk *w, int s, int d, const char *name,
   return 0;
 }
 
-static int write_symlink(struct walk *w, int s, int d, const char *name,
-                         const struct stat *st) {
+WR_NOINLINE static int write_symlink(struct walk *w, int s, int d,
+                                     const char *name, const struct stat *st) {
   char target[PATH_MAX];
   struct timespec times[2] = {st->st_atim, st->st_mtim};
   ssize_t n = readlinkat(s, name, target, sizeof(target) - 1);
