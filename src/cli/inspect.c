@@ -72,6 +72,30 @@ static void wake_field(const json_t *sb) {
   line("woken:", text);
 }
 
+/* The idle pause: "after 300s; idle 12s (last: network)", or "never". */
+static void idle_field(const json_t *sb) {
+  const json_t *i = json_object_get(sb, "idle");
+  const json_t *after = json_object_get(i, "pause_after_s");
+  const json_t *idle = json_object_get(i, "idle_s");
+  const char *kind = wr_cli_jstr(json_object_get(i, "last_activity"), "kind");
+  _cleanup_free_ char *text = NULL;
+
+  if (!json_is_integer(after))
+    return;
+  if (json_integer_value(after) == 0)
+    text = xstrdup("never");
+  else if (json_is_integer(idle))
+    text = xasprintf("after %llds; idle %llds (last: %s)",
+                     (long long)json_integer_value(after),
+                     (long long)json_integer_value(idle), kind);
+  else
+    text = xasprintf("after %llds%s", (long long)json_integer_value(after),
+                     json_is_true(json_object_get(i, "paused_by_idle"))
+                         ? "; paused by it"
+                         : "");
+  line("idle:", text);
+}
+
 /* K=V lines under one key, "-" when there are none. */
 static void map_field(const char *key, const json_t *map) {
   const char *k;
@@ -186,6 +210,7 @@ static void print_sandbox(const json_t *sb) {
   time_field("created:", sb, "created_at");
   time_field("updated:", sb, "updated_at");
   wake_field(sb);
+  idle_field(sb);
   field("pid:", json_object_get(sb, "pid"));
   field("uid base:", json_object_get(sb, "uid_base"));
   print_limits(json_object_get(sb, "limits"));
