@@ -45,7 +45,9 @@ test_pauses_after_idle_and_wakes_on_exec() {
   out=$("$WARREN" inspect --json idle-a)
   assert_eq false "$(jq -r .idle.paused_by_idle <<<"$out")" "paused_by_idle after a wake"
   # The event stream tells an idle pause from a client's, and what woke it.
-  out=$("$WARREN" events --json --sandbox idle-a)
+  # By id: the journal outlives sandboxes, and an earlier run's idle-a
+  # had the same name.
+  out=$("$WARREN" events --json --sandbox "$("$WARREN" inspect --json idle-a | jq -r .id)")
   assert_eq "created started idle-paused resumed" \
     "$(jq -r .type <<<"$out" | tr '\n' ' ' | sed 's/ $//')" "idle-a's events"
   assert_eq exec "$(jq -r 'select(.type == "resumed") | .by' <<<"$out")" "resumed by"
