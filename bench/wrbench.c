@@ -7,6 +7,7 @@
  *   wrbench net --sink ADDR:PORT [--pid PID] [--proxy ADDR:PORT] [--mib N]
  *               [--conns N] [--runs N] [--no-redirect]
  *   wrbench wake [--socket PATH] [--cli PATH] [--runs N]
+ *   wrbench snapshot [--socket PATH] [--runs N] [--mib N] [--files N]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -63,6 +64,8 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+
+#include <jansson.h>
 
 #include "api/api.h"
 
@@ -126,9 +129,10 @@ static int call_q(wr_http_client_t *c, const char *method, const char *path,
   return status;
 }
 
-/* Exec `true` and read the NDJSON stream to its end. */
-static int exec_true(wr_http_client_t *c, const char *name) {
-  static const char body[] = "{\"cmd\":[\"true\"]}";
+/* Exec body's command and read the NDJSON stream to its end: 0 when it
+ * exited 0. (An "exit_code":0 split across two reads is missed: the
+ * commands here print nothing, so their stream is a few short lines.) */
+static int exec_body(wr_http_client_t *c, const char *name, const char *body) {
   struct wr_http_response r = {0};
   char path[128], buf[4096];
   wr_error_t err;
@@ -150,6 +154,10 @@ static int exec_true(wr_http_client_t *c, const char *name) {
   }
   wr_http_response_free(&r);
   return n == 0 && exited ? 0 : -1;
+}
+
+static int exec_true(wr_http_client_t *c, const char *name) {
+  return exec_body(c, name, "{\"cmd\":[\"true\"]}");
 }
 
 static int call(wr_http_client_t *c, const char *method, const char *path,
@@ -1342,6 +1350,206 @@ static int wake_main(int argc, char **argv) {
   return 0;
 }
 
+/* ---- wrbench snapshot ---------------------------------------------------- */
+
+/* A request whose JSON answer is wanted: the parsed body when the status
+ * is `want`, else NULL (reported). */
+static json_t *call_json(wr_http_client_t *c, const char *method,
+                         const char *path, const char *body, int want) {
+  struct wr_http_response r = {0};
+  json_t *j = NULL;
+  wr_error_t err;
+
+  if (wr_http_request(c, method, path, body ? "application/json" : NULL, body,
+                      body ? strlen(body) : 0, &r, &err) < 0) {
+    fprintf(stderr, "wrbench: %s %s: %s\n", method, path, err.msg);
+    return NULL;
+  }
+  if (r.status == want && r.body.data != NULL)
+    j = json_loadb(r.body.data, r.body.len, 0, NULL);
+  else
+    fprintf(stderr, "wrbench: %s %s: %d %s\n", method, path, r.status,
+            r.body.data ? r.body.data : "");
+  wr_http_response_free(&r);
+  return j;
+}
+
+/* `sh -c cmd`, which must exit 0 and print nothing. */
+static int exec_ok(wr_http_client_t *c, const char *name, const char *cmd) {
+  _cleanup_json_ json_t *body =
+      json_pack("{s:[s,s,s]}", "cmd", "sh", "-c", cmd);
+  _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+
+  return exec_body(c, name, text);
+}
+
+/* Snapshot `name` as `snap`: total ms (as the client sees it), and the
+ * daemon's frozen and total ms; -1 on failure. */
+static double snapshot_once(wr_http_client_t *c, const char *name,
+                            const char *snap, double *frozen, double *total) {
+  char path[128], body[128];
+  uint64_t t0 = wr_mono_ns();
+  _cleanup_json_ json_t *r = NULL;
+  json_t *cap;
+
+  snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", name);
+  snprintf(body, sizeof(body), "{\"name\":\"%s\"}", snap);
+  r = call_json(c, "POST", path, body, 201);
+  if (r == NULL)
+    return -1;
+  cap = json_object_get(r, "capture");
+  *frozen = json_number_value(json_object_get(cap, "frozen_ms"));
+  *total = json_number_value(json_object_get(cap, "total_ms"));
+  return ms_since(t0);
+}
+
+static int create_from(wr_http_client_t *c, const char *name,
+                       const char *snap) {
+  char body[256];
+
+  snprintf(body, sizeof(body), "{\"name\":\"%s\",\"snapshot\":\"%s\"}", name,
+           snap);
+  return call(c, "POST", "/v1/sandboxes", body) == 201 ? 0 : -1;
+}
+
+static void snap_cleanup(wr_http_client_t *c, int runs) {
+  char name[64];
+
+  destroy(c, "bench-snap");
+  for (int i = 0; i < runs; i++) {
+    snprintf(name, sizeof(name), "bench-snap-c%d", i);
+    destroy(c, name);
+    snprintf(name, sizeof(name), "bench-snap-p%d", i);
+    destroy(c, name);
+    snprintf(name, sizeof(name), "bench-snap-f%d", i);
+    destroy(c, name);
+  }
+  for (int i = 0; i < runs; i++) {
+    snprintf(name, sizeof(name), "/v1/snapshots/bench-snap-s%d", i);
+    call_q(c, "DELETE", name, NULL, 404);
+    snprintf(name, sizeof(name), "/v1/snapshots/bench-snap-f%d", i);
+    call_q(c, "DELETE", name, NULL, 404);
+  }
+  call_q(c, "DELETE", "/v1/snapshots/bench-snap-base", NULL, 404);
+}
+
+/*
+ * What DESIGN.md's snapshot targets are about: a sandbox with a
+ * node_modules-like tree of --mib MiB in --files files (2000 directories)
+ * and a process writing throughout; its snapshot while it runs (frozen
+ * and total time); a create from the snapshot until its first exec,
+ * against a plain create; and a fork (snapshot + create + first exec).
+ */
+static int snapshot_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"runs", required_argument, NULL, 'r'},
+      {"mib", required_argument, NULL, 'm'},
+      {"files", required_argument, NULL, 'f'},
+      {NULL, 0, NULL, 0},
+  };
+  struct opts o = {.socket = "/run/warren/warrend.sock", .runs = 3};
+  long mib = 200, files = 20000;
+  double *fz, *tot, *cli, *fromv, *plain, *forkv;
+  int ch, n = 0, nc = 0, nf = 0;
+  static const char writer[] =
+      "{\"cmd\":[\"sh\",\"-c\",\"while :; do date >>/srv/log; sleep 0.01; "
+      "done\"],\"background\":true,\"tag\":\"writer\"}";
+  char cmd[512], name[64], snap[64];
+  wr_http_client_t *c;
+
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg);
+    else if (ch == 'm')
+      mib = atol(optarg);
+    else if (ch == 'f')
+      files = atol(optarg);
+    else
+      return 2;
+  }
+  if (o.runs < 1 || mib < 1 || files < 2000)
+    return 2;
+  c = connect_daemon(&o);
+  snap_cleanup(c, o.runs);
+  printf("warren bench snapshot: a %ld MiB tree of %ld files in 2000 "
+         "directories, a writer running; %d runs\n",
+         mib, files, o.runs);
+  fflush(stdout);
+  snprintf(cmd, sizeof(cmd),
+           "python3 -c 'import os\n"
+           "n=%ld; size=%ld*1048576//n; b=os.urandom(size)\n"
+           "for i in range(n):\n"
+           "  d=\"/srv/nm/p%%d\" %% (i %% 2000)\n"
+           "  os.makedirs(d, exist_ok=True)\n"
+           "  open(\"%%s/f%%d.js\" %% (d, i), \"wb\").write(b)'",
+           files, mib);
+  if (create(c, "bench-snap") < 0 || exec_ok(c, "bench-snap", cmd) < 0 ||
+      call(c, "POST", "/v1/sandboxes/bench-snap/exec", writer) != 201) {
+    fprintf(stderr, "wrbench: could not make the tree\n");
+    snap_cleanup(c, o.runs);
+    wr_http_client_close(c);
+    return 1;
+  }
+  fz = xcalloc((size_t)o.runs, sizeof(double));
+  tot = xcalloc((size_t)o.runs, sizeof(double));
+  cli = xcalloc((size_t)o.runs, sizeof(double));
+  fromv = xcalloc((size_t)o.runs, sizeof(double));
+  plain = xcalloc((size_t)o.runs, sizeof(double));
+  forkv = xcalloc((size_t)o.runs, sizeof(double));
+  for (int i = 0; i < o.runs; i++) {
+    uint64_t t0;
+    snprintf(snap, sizeof(snap), "bench-snap-s%d", i);
+    if ((cli[n] = snapshot_once(c, "bench-snap", snap, &fz[n], &tot[n])) < 0)
+      continue;
+    n++;
+    /* From the snapshot, then plain, each until its first exec. */
+    snprintf(name, sizeof(name), "bench-snap-c%d", i);
+    t0 = wr_mono_ns();
+    if (create_from(c, name, snap) < 0 || exec_true(c, name) < 0)
+      continue;
+    fromv[nc] = ms_since(t0);
+    snprintf(name, sizeof(name), "bench-snap-p%d", i);
+    t0 = wr_mono_ns();
+    if (create(c, name) < 0 || exec_true(c, name) < 0)
+      continue;
+    plain[nc++] = ms_since(t0);
+    /* A fork: what `warren fork` does, the two calls and a first exec. */
+    snprintf(snap, sizeof(snap), "bench-snap-f%d", i);
+    snprintf(name, sizeof(name), "bench-snap-f%d", i);
+    t0 = wr_mono_ns();
+    {
+      double a, b;
+      if (snapshot_once(c, "bench-snap", snap, &a, &b) < 0 ||
+          create_from(c, name, snap) < 0 || exec_true(c, name) < 0)
+        continue;
+    }
+    forkv[nf++] = ms_since(t0);
+  }
+  if (n > 0) {
+    printf("%-34s p50 %8.1f ms  (total %.1f ms in warrend, %.1f ms as the "
+           "client sees it)\n",
+           "snapshot of it running: frozen", pct(fz, n, 50), pct(tot, n, 50),
+           pct(cli, n, 50));
+  }
+  if (nc > 0)
+    report("create from it + first exec", fromv, nc, "plain create", plain, nc);
+  if (nf > 0)
+    printf("%-34s p50 %8.1f ms\n", "fork (snapshot + create + exec)",
+           pct(forkv, nf, 50));
+  snap_cleanup(c, o.runs);
+  wr_http_client_close(c);
+  free(fz);
+  free(tot);
+  free(cli);
+  free(fromv);
+  free(plain);
+  free(forkv);
+  return n > 0 && nc > 0 && nf > 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -1363,6 +1571,8 @@ int main(int argc, char **argv) {
 
   if (argc > 1 && strcmp(argv[1], "net") == 0)
     return net_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "snapshot") == 0)
+    return snapshot_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "wake") == 0)
     return wake_main(argc - 1, argv + 1);
 
