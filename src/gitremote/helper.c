@@ -109,7 +109,9 @@ static uint64_t time_left_ms(const struct helper *h) {
 
 /* A clone-mode sandbox that runs, or a message that says what to do. A
  * stopped one is started for the fetch (it takes milliseconds) and
- * stopped again when git is done with us, as `warren rm` does. */
+ * stopped again when git is done with us, as `warren rm` does; a paused
+ * one is woken by the fetch's first request, as any request wakes it
+ * (docs/lifecycle.md), and then runs on. */
 static int check_sandbox(struct helper *h, wr_error_t *err) {
   const char *n = h->name;
   bool clone;
@@ -127,12 +129,8 @@ static int check_sandbox(struct helper *h, wr_error_t *err) {
     h->started = true;
     return 0;
   }
-  if (strcmp(h->info.state, "paused") == 0)
-    return wr_error_set(err, 0,
-                        "sandbox `%s` is paused: resume it with "
-                        "`warren resume %s`",
-                        n, n);
-  if (strcmp(h->info.state, "running") != 0)
+  if (strcmp(h->info.state, "running") != 0 &&
+      strcmp(h->info.state, "paused") != 0)
     return wr_error_set(err, 0, "sandbox `%s` is %s, not running", n,
                         h->info.state);
   return 0;
