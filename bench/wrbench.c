@@ -1403,6 +1403,23 @@ static double snapshot_once(wr_http_client_t *c, const char *name,
   return ms_since(t0);
 }
 
+/* Until every snapshot is synced to disk, so that one's writeback is not
+ * in the next one's figure (at most 60 s). */
+static void wait_synced(wr_http_client_t *c) {
+  for (int i = 0; i < 600; i++) {
+    _cleanup_json_ json_t *r = call_json(c, "GET", "/v1/snapshots", NULL, 200);
+    json_t *arr = json_object_get(r, "snapshots"), *v;
+    size_t k;
+    bool all = true;
+
+    json_array_foreach (arr, k, v)
+      all = all && json_is_true(json_object_get(v, "synced"));
+    if (r == NULL || all)
+      return;
+    usleep(100 * 1000);
+  }
+}
+
 static int create_from(wr_http_client_t *c, const char *name,
                        const char *snap) {
   char body[256];
@@ -1501,6 +1518,7 @@ static int snapshot_main(int argc, char **argv) {
   forkv = xcalloc((size_t)o.runs, sizeof(double));
   for (int i = 0; i < o.runs; i++) {
     uint64_t t0;
+    wait_synced(c);
     snprintf(snap, sizeof(snap), "bench-snap-s%d", i);
     if ((cli[n] = snapshot_once(c, "bench-snap", snap, &fz[n], &tot[n])) < 0)
       continue;
@@ -1519,6 +1537,7 @@ static int snapshot_main(int argc, char **argv) {
     /* A fork: what `warren fork` does, the two calls and a first exec. */
     snprintf(snap, sizeof(snap), "bench-snap-f%d", i);
     snprintf(name, sizeof(name), "bench-snap-f%d", i);
+    wait_synced(c);
     t0 = wr_mono_ns();
     {
       double a, b;

@@ -10,21 +10,32 @@
  *
  * A capture runs on the threadpool while the sandbox is marked busy (no
  * stop, pause or rm meanwhile). Its row is written first in state
- * "creating" and turned "ready" once the layer is complete and on disk;
+ * "creating" and turned "ready" once the layer is complete;
  * a daemon that dies in between leaves a "creating" row, which the next
  * one removes with its directory, thawing the source if the capture had
  * it frozen. Directories without a row go too.
+ *
+ * A snapshot is ready (and usable: a fork's create follows at once) when
+ * its layer is complete; it is synced to disk after that, by one syncfs
+ * (see sync_run) for every snapshot that became ready since the last one
+ * ("synced" in the API, a "snapshot" event with phase "synced"). The
+ * sync of a 200 MB layer takes as long as its copy, and nothing in the
+ * fork needs it: only what deletes the source afterwards (a demote) must
+ * wait for it. Ready snapshots found at a start count as synced: the
+ * kernel's writeback has had them since the last daemon.
  *
  * Retention: a snapshot with an expiry is removed once it has passed and
  * nothing uses it, checked at start and every EXPIRY_CHECK_MS.
  */
 #include "daemon/daemon_internal.h"
+#include "daemon/events.h"
 #include "daemon/jobs.h"
 #include "daemon/request.h"
 #include "runtime/layer_stream.h"
 #include "runtime/layers.h"
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -33,10 +44,30 @@
 #define EXPIRY_CHECK_MS (60 * 1000)
 #define MAX_RETENTION_DAYS 36500.0
 
+/*
+ * The sync is `sync -f ROOT/snapshots` (syncfs(2)) in a process of its
+ * own session rather than on a worker thread: a thread in syncfs cannot
+ * die until the disk has its data, so a SIGKILLed warrend would hold its
+ * state-root lock (and keep its successor out) for as long as the
+ * writeback takes. The process outlives a daemon that dies and finishes
+ * the job; the next daemon counts every ready snapshot as synced.
+ */
+struct sync_run {
+  uv_process_t proc;
+  struct wr_daemon *d; /* NULL once the daemon shut down */
+  char **ids;          /* what this sync puts on disk */
+};
+
+static void sync_closed(uv_handle_t *h);
+
 struct wr_snapshots {
   uv_timer_t timer;
   bool timer_init;
   char *dir; /* ROOT/snapshots */
+  /* Ready snapshots not yet on disk and not in the sync that runs (if
+   * one does: its list is its own). NULL-ended. */
+  char **unsynced;
+  struct sync_run *sync;
 };
 
 static char *snap_dir(struct wr_daemon *d, const char *id) {
@@ -90,6 +121,20 @@ static bool strv_has(char *const *v, const char *s) {
   return false;
 }
 
+/* Drop every s from the NULL-ended v, in place. */
+static void strv_remove(char **v, const char *s) {
+  size_t k = 0;
+
+  for (size_t i = 0; v != NULL && v[i] != NULL; i++) {
+    if (strcmp(v[i], s) == 0)
+      free(v[i]);
+    else
+      v[k++] = v[i];
+  }
+  if (v != NULL)
+    v[k] = NULL;
+}
+
 /* ---- users ----------------------------------------------------------------
  */
 
@@ -140,6 +185,14 @@ static char *users_text(json_t *users) {
 /* ---- JSON -----------------------------------------------------------------
  */
 
+static bool is_synced(struct wr_daemon *d, const char *id) {
+  /* After shutdown (a capture's answer can come later) nothing is known. */
+  if (d->snapshots == NULL)
+    return false;
+  return !strv_has(d->snapshots->unsynced, id) &&
+         (d->snapshots->sync == NULL || !strv_has(d->snapshots->sync->ids, id));
+}
+
 static json_t *time_or_null(int64_t ms) {
   char buf[40];
 
@@ -169,6 +222,9 @@ static json_t *snapshot_json(struct wr_daemon *d,
       "age_s", (json_int_t)((now - r->created_ms) / 1000), "expires_at",
       time_or_null(r->expires_ms), "used_by", users_of(d, r->id), "capture",
       info ? info : json_null());
+  json_object_set_new(
+      j, "synced",
+      json_boolean(strcmp(r->state, "ready") == 0 && is_synced(d, r->id)));
   return j;
 }
 
@@ -206,6 +262,8 @@ static int remove_snapshot(struct wr_daemon *d, const char *id,
 
   if (wr_store_snapshot_delete(d->store, id, err) < 0)
     return -1;
+  /* Not waiting for a sync any more (one in flight skips it). */
+  strv_remove(d->snapshots->unsynced, id);
   j = xcalloc(1, sizeof(*j));
   j->dir = snap_dir(d, id);
   j->req = req;
@@ -315,12 +373,20 @@ void wr_snapshots_recover(struct wr_daemon *d) {
   uv_unref((uv_handle_t *)&s->timer);
 }
 
-static void timer_closed(uv_handle_t *h) {
-  struct wr_daemon *d = h->data;
-
+static void snapshots_free(struct wr_daemon *d) {
+  /* A sync in flight goes on by itself; its handle closes with the loop. */
+  if (d->snapshots->sync != NULL) {
+    d->snapshots->sync->d = NULL;
+    uv_close((uv_handle_t *)&d->snapshots->sync->proc, sync_closed);
+  }
+  wr_strv_free(d->snapshots->unsynced);
   free(d->snapshots->dir);
   free(d->snapshots);
   d->snapshots = NULL;
+}
+
+static void timer_closed(uv_handle_t *h) {
+  snapshots_free(h->data);
 }
 
 void wr_snapshots_shutdown(struct wr_daemon *d) {
@@ -333,9 +399,7 @@ void wr_snapshots_shutdown(struct wr_daemon *d) {
     uv_close((uv_handle_t *)&s->timer, timer_closed);
     return;
   }
-  free(s->dir);
-  free(s);
-  d->snapshots = NULL;
+  snapshots_free(d);
 }
 
 /* ---- a sandbox made from a snapshot
@@ -376,6 +440,87 @@ void wr_snapshot_use_clear(struct wr_snapshot_use *u) {
   memset(u, 0, sizeof(*u));
 }
 
+/* ---- syncing
+ * ---------------------------------------------------------------------- */
+
+static void sync_kick(struct wr_daemon *d);
+
+static void sync_closed(uv_handle_t *h) {
+  struct sync_run *run = h->data;
+  struct wr_daemon *d = run->d;
+
+  wr_strv_free(run->ids);
+  free(run);
+  if (d != NULL && d->snapshots != NULL) {
+    d->snapshots->sync = NULL;
+    if (!d->stopping)
+      sync_kick(d);
+  }
+}
+
+static void sync_exited(uv_process_t *p, int64_t status, int sig) {
+  struct sync_run *run = p->data;
+  struct wr_daemon *d = run->d;
+
+  if (d == NULL) {
+    uv_close((uv_handle_t *)p, sync_closed);
+    return;
+  }
+  if (status != 0 || sig != 0) {
+    /* Not on disk yet: the next sync takes them again. */
+    wr_warn("snapshots: `sync -f %s` failed (status %" PRId64 ", signal %d)",
+            d->snapshots->dir, status, sig);
+    for (size_t i = 0; run->ids[i] != NULL; i++)
+      d->snapshots->unsynced =
+          wr_strv_push(d->snapshots->unsynced, run->ids[i]);
+  } else {
+    for (size_t i = 0; run->ids[i] != NULL; i++) {
+      struct wr_snapshot_rec r;
+      if (wr_store_snapshot_get(d->store, run->ids[i], &r, NULL) < 0)
+        continue; /* removed meanwhile */
+      wr_events_emit(d, "snapshot", NULL,
+                     json_pack("{s:s,s:s,s:s}", "snapshot", r.name,
+                               "snapshot_id", r.id, "phase", "synced"));
+      wr_snapshot_rec_free(&r);
+    }
+  }
+  uv_close((uv_handle_t *)p, sync_closed);
+}
+
+/* Sync what is waiting, unless a sync runs (its end starts the next). */
+static void sync_kick(struct wr_daemon *d) {
+  struct wr_snapshots *s = d->snapshots;
+  char *argv[] = {"sync", "-f", s->dir, NULL};
+  uv_stdio_container_t stdio[3] = {
+      {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
+  uv_process_options_t opt = {.file = "sync",
+                              .args = argv,
+                              .stdio = stdio,
+                              .stdio_count = 3,
+                              .flags = UV_PROCESS_DETACHED,
+                              .exit_cb = sync_exited};
+  struct sync_run *run;
+  int r;
+
+  if (s->sync != NULL || wr_strv_len(s->unsynced) == 0)
+    return;
+  run = xcalloc(1, sizeof(*run));
+  run->d = d;
+  run->ids = steal_ptr(&s->unsynced);
+  run->proc.data = run;
+  r = uv_spawn(d->loop, &run->proc, &opt);
+  if (r < 0) {
+    /* They stay unsynced until the next snapshot tries again. */
+    wr_warn("snapshots: run sync: %s", uv_strerror(r));
+    s->unsynced = steal_ptr(&run->ids);
+    run->d = NULL;
+    uv_close((uv_handle_t *)&run->proc, sync_closed);
+    return;
+  }
+  uv_unref((uv_handle_t *)&run->proc);
+  s->sync = run;
+}
+
 /* ---- taking one
  * ------------------------------------------------------------------ */
 
@@ -388,7 +533,7 @@ struct snap_job {
   char **flatten; /* the stack below, oldest first, when flattening */
   struct wr_snap_capture cap;
   struct wr_layer_stats stats;
-  double flatten_ms, sync_ms;
+  double flatten_ms;
 };
 
 static void snap_job_free(struct snap_job *j) {
@@ -422,8 +567,6 @@ static int capture_flat(struct wr_runtime *rt, struct snap_job *j,
 static void snap_work(struct wr_job *job) {
   struct snap_job *j = job->arg;
   _cleanup_free_ char *layer = xasprintf("%s/layer", j->dir);
-  _cleanup_close_ int fd = -1;
-  uint64_t t0;
   int r;
 
   if (mkdir(j->dir, 0700) < 0) {
@@ -441,13 +584,6 @@ static void snap_work(struct wr_job *job) {
                                        .dirs = j->cap.dirs,
                                        .whiteouts = j->cap.whiteouts,
                                        .bytes = j->cap.bytes};
-  /* On disk before the row says it is ready (a host crash must not leave
-   * a "ready" snapshot with files missing). */
-  t0 = wr_mono_ns();
-  fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (r == 0 && (fd < 0 || syncfs(fd) < 0))
-    r = wr_error_set(&job->err, errno, "sync `%s`", j->dir);
-  j->sync_ms = (double)(wr_mono_ns() - t0) / 1e6;
   if (r < 0)
     wr_rm_rf(j->dir, NULL);
   job->result = r;
@@ -455,12 +591,12 @@ static void snap_work(struct wr_job *job) {
 
 static char *capture_info(const struct snap_job *j) {
   _cleanup_json_ json_t *info = json_pack(
-      "{s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:b,s:f,s:f}", "live", j->cap.live,
-      "frozen_ms", j->cap.frozen_ms, "total_ms", j->cap.total_ms, "files",
+      "{s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:b,s:f}", "live", j->cap.live, "frozen_ms",
+      j->cap.frozen_ms, "total_ms", j->cap.total_ms, "files",
       (json_int_t)j->stats.files, "dirs", (json_int_t)j->stats.dirs,
       "whiteouts", (json_int_t)j->stats.whiteouts, "copied_frozen",
       (json_int_t)j->cap.copied_frozen, "flattened", j->flatten != NULL,
-      "flatten_ms", j->flatten_ms, "sync_ms", j->sync_ms);
+      "flatten_ms", j->flatten_ms);
 
   return wr_json_dumps(info);
 }
@@ -480,10 +616,22 @@ static void snap_done(struct wr_job *job) {
   if (job->result < 0) {
     wr_warn("snapshot of %s: %s", j->sb->name, job->err.msg);
     wr_store_snapshot_delete(d->store, j->id, NULL);
+    wr_events_emit(d, "snapshot", j->sb,
+                   json_pack("{s:s,s:s,s:s}", "snapshot_id", j->id, "phase",
+                             "failed", "message", job->err.msg));
     wr_http_reply_error(j->req, 500, "snapshot_failed", "%s", job->err.msg);
   } else if (wr_store_snapshot_get(d->store, j->id, &r, &job->err) == 0) {
     wr_info("snapshot %s of %s: %.1f ms frozen, %.1f ms in all", r.name,
             j->sb->name, j->cap.frozen_ms, j->cap.total_ms);
+    if (d->snapshots != NULL) {
+      d->snapshots->unsynced = wr_strv_push(d->snapshots->unsynced, r.id);
+      sync_kick(d);
+    }
+    wr_events_emit(d, "snapshot", j->sb,
+                   json_pack("{s:s,s:s,s:s,s:f,s:f,s:I}", "snapshot", r.name,
+                             "snapshot_id", r.id, "phase", "ready", "frozen_ms",
+                             j->cap.frozen_ms, "total_ms", j->cap.total_ms,
+                             "size_bytes", (json_int_t)r.size_bytes));
     wr_http_reply_json(j->req, 201, snapshot_json(d, &r));
     wr_snapshot_rec_free(&r);
   } else {
@@ -605,6 +753,10 @@ static void snap_go(struct wr_daemon *d, struct wr_sandbox *sb,
     snap_job_free(j);
     return;
   }
+  wr_events_emit(d, "snapshot", sb,
+                 json_pack("{s:s,s:s,s:s,s:b}", "snapshot", rec.name,
+                           "snapshot_id", j->id, "phase", "started", "live",
+                           j->cap.live));
   wr_sandbox_ref(sb);
   wr_job_queue(d, &j->job);
 }
@@ -1018,7 +1170,6 @@ static void import_work(struct wr_job *job) {
   struct pump *p = job->arg;
   _cleanup_free_ char *layer = xasprintf("%s/layer", p->dir);
   _cleanup_free_ char *meta = NULL;
-  _cleanup_close_ int fd = -1;
 
   if (mkdir(p->dir, 0700) < 0) {
     job->result = wr_error_set(&job->err, errno, "mkdir `%s`", p->dir);
@@ -1027,9 +1178,6 @@ static void import_work(struct wr_job *job) {
         wr_lstream_import(p->job_fd, layer, p->max_bytes, &meta, &job->err);
     if (job->result == 0)
       job->result = import_finish(job->d, p, meta, &job->err);
-    fd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (job->result == 0 && (fd < 0 || syncfs(fd) < 0))
-      job->result = wr_error_set(&job->err, errno, "sync `%s`", p->dir);
     if (job->result < 0)
       wr_rm_rf(p->dir, NULL);
   }
@@ -1046,6 +1194,10 @@ static void import_done(struct wr_job *job) {
             0) {
       job->result = -1;
       wr_rm_rf(p->dir, NULL);
+    } else if (p->d->snapshots != NULL) {
+      p->d->snapshots->unsynced =
+          wr_strv_push(p->d->snapshots->unsynced, p->id);
+      sync_kick(p->d);
     }
   }
   p->job_done = true;

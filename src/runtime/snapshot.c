@@ -9,9 +9,11 @@
  * read sees it. The first pass races the sandbox; the second runs with
  * every process frozen (the cgroup freezer, as pause), so nothing changes
  * under it, and copies only what changed since the first began (see
- * layers.c). Ctime can lag the clock by a tick, so "since" is taken a
- * second before the first pass: a file changed in that second is copied
- * twice, never missed.
+ * layers.c). Ctime comes from the kernel's coarse clock, which lags the
+ * real time by up to a tick (10 ms at HZ=100), so "since" is taken 100 ms
+ * before the first pass: a file changed in those 100 ms is copied twice,
+ * never missed. (It was a second; an install that had just finished made
+ * the frozen pass copy its last second of files again.)
  */
 #include "runtime/layers.h"
 #include "runtime/runtime_internal.h"
@@ -20,7 +22,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define SINCE_SLACK_NS 1000000000ll
+#define SINCE_SLACK_NS 100000000ll
 
 static int64_t realtime_ns(void) {
   struct timespec ts;

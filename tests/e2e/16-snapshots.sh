@@ -82,6 +82,17 @@ test_snapshot_carries_files_deletions_and_replaced_dirs() {
     'BEGIN { exit !(f >= 0 && f <= t && f < 1000) }' ||
     fail "frozen time not within the capture: $j"
   assert_eq running "$(sb_state sn-src)" "the source keeps running"
+  # Usable at once; on disk shortly after, and the events say each step.
+  wait_until 30 sh -c "'$WARREN' snapshot inspect sn-one --json |
+    jq -e .synced >/dev/null" || fail "never synced: $(snap_json sn-one)"
+  out=$(api GET "/v1/events?sandbox=sn-src" | jq -r --arg id \
+    "$(json_get "$j" .id)" '[.events[] | select(.type == "snapshot" and
+      .snapshot_id == $id) | .phase] | join(" ")')
+  assert_eq "started ready" "$out" "the source's snapshot events"
+  out=$(api GET "/v1/events?type=snapshot" | jq -r --arg id \
+    "$(json_get "$j" .id)" '[.events[] | select(.snapshot_id == $id) | .phase] |
+      join(" ")')
+  assert_eq "started ready synced" "$out" "every snapshot event, in order"
   new_sandbox sn-child --snapshot sn-one
   assert_eq "$(json_get "$j" .id)" "$(sb_get sn-child .snapshot)" \
     "the child names its snapshot"
