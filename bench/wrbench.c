@@ -1260,38 +1260,28 @@ static void bench_pause_resume(const struct opts *o, wr_http_client_t *c) {
   free(rv);
 }
 
-/* Paused and running take turns, so that load on a shared machine weighs
- * on both alike. */
-static void bench_port_wake(const struct opts *o, wr_http_client_t *c,
-                            int port) {
-  double *wv = xcalloc((size_t)o->runs, sizeof(double));
-  double *hv = xcalloc((size_t)o->runs, sizeof(double));
-  int n = 0;
+/* One request to the paused sandbox (0 when it answered). */
+struct wake_probe {
+  const char *what; /* the figure's name */
+  bool show_cost;   /* also print paused minus running */
+  int (*fn)(wr_http_client_t *c, int port);
+};
 
-  for (int i = 0; i < o->runs; i++) {
-    uint64_t t0;
-    if (call(c, "POST", "/v1/sandboxes/bench-wake/pause", NULL) != 200)
-      continue;
-    t0 = wr_mono_ns();
-    if (http_get(port) < 0)
-      continue;
-    wv[n] = ms_since(t0);
-    t0 = wr_mono_ns();
-    if (http_get(port) < 0)
-      continue;
-    hv[n++] = ms_since(t0);
-  }
-  if (n > 0) {
-    report("GET to a paused sandbox's port", wv, n, "running", hv, n);
-    printf("%-34s p50 %8.2f ms\n", "  wake on a connection costs",
-           pct(wv, n, 50) - pct(hv, n, 50));
-  }
-  free(wv);
-  free(hv);
+static int probe_get(wr_http_client_t *c, int port) {
+  (void)c;
+  return http_get(port) < 0 ? -1 : 0;
 }
 
-/* The same for an exec of `true`. */
-static void bench_exec_wake(const struct opts *o, wr_http_client_t *c) {
+static int probe_exec(wr_http_client_t *c, int port) {
+  (void)port;
+  return exec_true(c, "bench-wake") < 0 ? -1 : 0;
+}
+
+/* The probe on the sandbox paused (it wakes it), then again running.
+ * Paused and running take turns, so that load on a shared machine weighs
+ * on both alike. */
+static void bench_wake_probe(const struct opts *o, wr_http_client_t *c,
+                             int port, const struct wake_probe *p) {
   double *wv = xcalloc((size_t)o->runs, sizeof(double));
   double *hv = xcalloc((size_t)o->runs, sizeof(double));
   int n = 0;
@@ -1301,16 +1291,19 @@ static void bench_exec_wake(const struct opts *o, wr_http_client_t *c) {
     if (call(c, "POST", "/v1/sandboxes/bench-wake/pause", NULL) != 200)
       continue;
     t0 = wr_mono_ns();
-    if (exec_true(c, "bench-wake") < 0)
+    if (p->fn(c, port) < 0)
       continue;
     wv[n] = ms_since(t0);
     t0 = wr_mono_ns();
-    if (exec_true(c, "bench-wake") < 0)
+    if (p->fn(c, port) < 0)
       continue;
     hv[n++] = ms_since(t0);
   }
   if (n > 0)
-    report("exec true in a paused sandbox", wv, n, "running", hv, n);
+    report(p->what, wv, n, "running", hv, n);
+  if (n > 0 && p->show_cost)
+    printf("%-34s p50 %8.2f ms\n", "  wake on a connection costs",
+           pct(wv, n, 50) - pct(hv, n, 50));
   free(wv);
   free(hv);
 }
@@ -1342,8 +1335,12 @@ static int wake_main(int argc, char **argv) {
   printf("warren bench wake: %d runs\n", o.runs);
   if (wake_setup(c, &port) == 0) {
     bench_pause_resume(&o, c);
-    bench_port_wake(&o, c, port);
-    bench_exec_wake(&o, c);
+    bench_wake_probe(&o, c, port,
+                     &(struct wake_probe){"GET to a paused sandbox's port",
+                                          true, probe_get});
+    bench_wake_probe(&o, c, port,
+                     &(struct wake_probe){"exec true in a paused sandbox",
+                                          false, probe_exec});
   }
   destroy(c, "bench-wake");
   wr_http_client_close(c);

@@ -238,6 +238,13 @@ int wr_mkdir_p(const char *path, mode_t mode, wr_error_t *err);
 /* rm -rf below dirfd/name without following symlinks or crossing mounts. */
 int wr_rm_rf_at(int dirfd, const char *name, wr_error_t *err);
 int wr_rm_rf(const char *path, wr_error_t *err);
+/* fn(dirfd, name, arg, err) for each entry of the directory dirfd but "."
+ * and "..", from its start, until fn returns nonzero, which is then the
+ * result. dirfd stays open and the caller's; its offset moves (a dup
+ * shares it). -1 with err when the directory cannot be read. */
+typedef int (*wr_dir_entry_fn)(int dirfd, const char *name, void *arg,
+                               wr_error_t *err);
+int wr_dir_each(int dirfd, wr_dir_entry_fn fn, void *arg, wr_error_t *err);
 int wr_set_cloexec(int fd);
 int wr_set_nonblock(int fd, bool on);
 

@@ -346,6 +346,25 @@ static int rm_tree(int dirfd, const char *name, const struct stat *top,
   return r;
 }
 
+int wr_dir_each(int dirfd, wr_dir_entry_fn fn, void *arg, wr_error_t *err) {
+  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *e;
+  int r = 0;
+
+  if (dir == NULL) {
+    if (fd >= 0)
+      close(fd);
+    return wr_error_set(err, errno, "read a directory");
+  }
+  rewinddir(dir);
+  while (r == 0 && (e = readdir(dir)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      r = fn(dirfd, e->d_name, arg, err);
+  closedir(dir);
+  return r;
+}
+
 int wr_rm_rf_at(int dirfd, const char *name, wr_error_t *err) {
   struct stat st;
 

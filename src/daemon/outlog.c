@@ -32,7 +32,6 @@
 #include "daemon/procs.h"
 #include "daemon/sandbox.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -252,28 +251,6 @@ static int do_write(struct wr_outlog_op *op, wr_error_t *err) {
   return 0;
 }
 
-/* Each entry of the directory (but . and ..), until fn returns < 0. */
-static int each_entry(int dirfd,
-                      int (*fn)(int dirfd, const char *name, void *arg,
-                                wr_error_t *err),
-                      void *arg, wr_error_t *err) {
-  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-  struct dirent *e;
-  int r = 0;
-
-  if (dir == NULL) {
-    if (fd >= 0)
-      close(fd);
-    return wr_error_set(err, errno, "read a directory");
-  }
-  while (r == 0 && (e = readdir(dir)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      r = fn(dirfd, e->d_name, arg, err);
-  closedir(dir);
-  return r;
-}
-
 static int forget_entry(int dirfd, const char *name, void *arg,
                         wr_error_t *err) {
   const struct wr_outlog_op *op = arg;
@@ -297,7 +274,7 @@ static int do_forget(struct wr_outlog_op *op, wr_error_t *err) {
 
   if (dirfd < 0)
     return nothing_there(err) ? 0 : -1;
-  return each_entry(dirfd, forget_entry, op, err);
+  return wr_dir_each(dirfd, forget_entry, op, err);
 }
 
 static int remove_entry(int dirfd, const char *name, void *arg,
@@ -315,7 +292,7 @@ static int do_clear(struct wr_outlog_op *op, wr_error_t *err) {
 
   if (out < 0)
     return nothing_there(err) ? 0 : -1;
-  return each_entry(out, remove_entry, NULL, err);
+  return wr_dir_each(out, remove_entry, NULL, err);
 }
 
 static bool kept(const struct wr_outlog_op *op, uint32_t proc_id,
@@ -345,12 +322,12 @@ static int do_clean(struct wr_outlog_op *op, wr_error_t *err) {
 
   if (out < 0)
     return err->code == ENOENT ? 0 : -1;
-  if (each_entry(out, remove_entry, op, err) < 0)
+  if (wr_dir_each(out, remove_entry, op, err) < 0)
     return -1;
   inc = open_sub(out, op->inc, false, err);
   if (inc < 0)
     return err->code == ENOENT ? 0 : -1;
-  return each_entry(inc, clean_entry, op, err);
+  return wr_dir_each(inc, clean_entry, op, err);
 }
 
 /* ---- reading back ----------------------------------------------------------
@@ -469,7 +446,7 @@ static int do_load(struct wr_outlog_op *op, wr_error_t *err) {
   if (dirfd < 0)
     return err->code == ENOENT ? 0 : -1;
   list.segs = xcalloc(LOAD_MAX_FILES, sizeof(*list.segs));
-  if (each_entry(dirfd, list_entry, &list, err) < 0) {
+  if (wr_dir_each(dirfd, list_entry, &list, err) < 0) {
     free(list.segs);
     return -1;
   }

@@ -28,7 +28,6 @@
 #include "runtime/layers.h"
 #include "runtime/runtime.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
@@ -425,47 +424,40 @@ static int sync_entry(struct walk *w, int s, int d, const char *name) {
   return sync_leaf(w, s, d, name, &ss, have ? &ds : NULL);
 }
 
+struct pair {
+  struct walk *w;
+  int other; /* the source for prune, the copy for walk_children */
+};
+
+static int prune_entry(int d, const char *name, void *arg, wr_error_t *err) {
+  struct pair *p = arg;
+  struct stat st;
+
+  (void)err; /* p->w->err, the same */
+  if (fstatat(p->other, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+    return remove_entry(p->w, d, name);
+  return 0;
+}
+
 /* Mirror mode, in a directory that changed: what the copy has that the
  * source no longer has goes. */
 static int prune(struct walk *w, int s, int d) {
-  _cleanup_close_ int fd = openat(d, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-  struct dirent *e;
-  int r = 0;
+  struct pair p = {w, s};
 
-  if (dir == NULL)
-    return fail(w, errno, "read the copy of", ".");
-  fd = -1;
-  while (r == 0 && (e = readdir(dir)) != NULL) {
-    struct stat st;
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    if (fstatat(s, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-      r = remove_entry(w, d, e->d_name);
-  }
-  closedir(dir);
-  return r;
+  return wr_dir_each(d, prune_entry, &p, w->err);
+}
+
+static int child_entry(int s, const char *name, void *arg, wr_error_t *err) {
+  struct pair *p = arg;
+
+  (void)err; /* p->w->err, the same */
+  return sync_entry(p->w, s, p->other, name);
 }
 
 static int walk_children(struct walk *w, int s, int d) {
-  int fd = dup(s);
-  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-  struct dirent *e;
-  int r = 0;
+  struct pair p = {w, d};
 
-  if (dir == NULL) {
-    if (fd >= 0)
-      close(fd);
-    return fail(w, errno, "read", ".");
-  }
-  rewinddir(dir);
-  while (r == 0 && (e = readdir(dir)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    r = sync_entry(w, s, d, e->d_name);
-  }
-  closedir(dir);
-  return r;
+  return wr_dir_each(s, child_entry, &p, w->err);
 }
 
 /* Open (making it if needed) the copy of directory `name`. A non-directory
@@ -588,52 +580,56 @@ int wr_layer_sync(int src, int dst, const struct wr_layer_opts *opts,
 /* ---- measuring ------------------------------------------------------------
  */
 
+struct measure {
+  unsigned depth;
+  struct wr_layer_stats *st;
+};
+
+static int measure_dir(int fd, unsigned depth, struct wr_layer_stats *st,
+                       wr_error_t *err);
+
+static int measure_entry(int fd, const char *name, void *arg, wr_error_t *err) {
+  struct measure *m = arg;
+  struct stat s;
+
+  if (fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+    return 0;
+  if (S_ISDIR(s.st_mode)) {
+    _cleanup_close_ int c =
+        openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    m->st->dirs++;
+    return c >= 0 ? measure_dir(c, m->depth + 1, m->st, err) : 0;
+  }
+  if (wr_layer_is_whiteout(&s)) {
+    m->st->whiteouts++;
+  } else {
+    m->st->files++;
+    if (S_ISREG(s.st_mode))
+      m->st->bytes += (uint64_t)s.st_size;
+  }
+  return 0;
+}
+
 static int measure_dir(int fd, unsigned depth, struct wr_layer_stats *st,
                        wr_error_t *err) {
-  DIR *dir = fdopendir(fd);
-  struct dirent *e;
-  int r = 0;
+  struct measure m = {depth, st};
 
-  if (dir == NULL) {
-    close(fd);
-    return wr_error_set(err, errno, "read a layer");
-  }
-  if (depth > WR_LAYERS_MAX_NEST) {
-    closedir(dir);
+  if (depth > WR_LAYERS_MAX_NEST)
     return wr_error_setx(err, ELOOP, "a layer nests too deep");
-  }
-  while (r == 0 && (e = readdir(dir)) != NULL) {
-    struct stat s;
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    if (fstatat(dirfd(dir), e->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0)
-      continue;
-    if (S_ISDIR(s.st_mode)) {
-      int c = openat(dirfd(dir), e->d_name,
-                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      st->dirs++;
-      if (c >= 0)
-        r = measure_dir(c, depth + 1, st, err);
-    } else if (wr_layer_is_whiteout(&s)) {
-      st->whiteouts++;
-    } else {
-      st->files++;
-      if (S_ISREG(s.st_mode))
-        st->bytes += (uint64_t)s.st_size;
-    }
-  }
-  closedir(dir);
-  return r;
+  return wr_dir_each(fd, measure_entry, &m, err);
 }
 
 int wr_layer_measure(const char *dir, struct wr_layer_stats *stats,
                      wr_error_t *err) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int r;
 
   memset(stats, 0, sizeof(*stats));
   if (fd < 0)
     return wr_error_set(err, errno, "open `%s`", dir);
-  return measure_dir(fd, 0, stats, err);
+  r = measure_dir(fd, 0, stats, err);
+  close(fd);
+  return r;
 }
 
 int wr_layer_flatten(const char *const *layers, size_t n, const char *dst,
