@@ -458,14 +458,11 @@ static void sync_closed(uv_handle_t *h) {
   }
 }
 
+/* Not called once the handle is closed: run->d is set. */
 static void sync_exited(uv_process_t *p, int64_t status, int sig) {
   struct sync_run *run = p->data;
   struct wr_daemon *d = run->d;
 
-  if (d == NULL) {
-    uv_close((uv_handle_t *)p, sync_closed);
-    return;
-  }
   if (status != 0 || sig != 0) {
     /* Not on disk yet: the next sync takes them again. */
     wr_warn("snapshots: `sync -f %s` failed (status %" PRId64 ", signal %d)",
@@ -519,6 +516,15 @@ static void sync_kick(struct wr_daemon *d) {
   }
   uv_unref((uv_handle_t *)&run->proc);
   s->sync = run;
+}
+
+/* A snapshot that just became ready goes to disk with the next sync
+ * (none after shutdown: the next daemon counts it as synced). */
+static void sync_later(struct wr_daemon *d, const char *id) {
+  if (d->snapshots == NULL)
+    return;
+  d->snapshots->unsynced = wr_strv_push(d->snapshots->unsynced, id);
+  sync_kick(d);
 }
 
 /* ---- taking one
@@ -623,10 +629,7 @@ static void snap_done(struct wr_job *job) {
   } else if (wr_store_snapshot_get(d->store, j->id, &r, &job->err) == 0) {
     wr_info("snapshot %s of %s: %.1f ms frozen, %.1f ms in all", r.name,
             j->sb->name, j->cap.frozen_ms, j->cap.total_ms);
-    if (d->snapshots != NULL) {
-      d->snapshots->unsynced = wr_strv_push(d->snapshots->unsynced, r.id);
-      sync_kick(d);
-    }
+    sync_later(d, r.id);
     wr_events_emit(d, "snapshot", j->sb,
                    json_pack("{s:s,s:s,s:s,s:f,s:f,s:I}", "snapshot", r.name,
                              "snapshot_id", r.id, "phase", "ready", "frozen_ms",
@@ -1194,10 +1197,8 @@ static void import_done(struct wr_job *job) {
             0) {
       job->result = -1;
       wr_rm_rf(p->dir, NULL);
-    } else if (p->d->snapshots != NULL) {
-      p->d->snapshots->unsynced =
-          wr_strv_push(p->d->snapshots->unsynced, p->id);
-      sync_kick(p->d);
+    } else {
+      sync_later(p->d, p->id);
     }
   }
   p->job_done = true;

@@ -15,7 +15,6 @@
 #include "runtime/layer_stream.h"
 #include "runtime/layers.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -472,23 +471,13 @@ static int export_entry(struct ewalk *w, int dir, const char *name) {
   return r;
 }
 
-static int export_dir(struct ewalk *w, int dir) {
-  int fd = dup(dir);
-  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-  struct dirent *e;
-  int r = 0;
+static int export_child(int dir, const char *name, void *arg, wr_error_t *err) {
+  (void)err; /* the walk's, the same */
+  return export_entry(arg, dir, name);
+}
 
-  if (d == NULL) {
-    if (fd >= 0)
-      close(fd);
-    return wr_error_set(w->err, errno, "read a layer");
-  }
-  rewinddir(d);
-  while (r == 0 && (e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      r = export_entry(w, dir, e->d_name);
-  closedir(d);
-  return r;
+static int export_dir(struct ewalk *w, int dir) {
+  return wr_dir_each(dir, export_child, w, w->err);
 }
 
 static int export_layers(struct zout *z, const char *const *layers, size_t n,
