@@ -181,8 +181,12 @@ test_restart_keeps_idle_coherent() {
 test_many_restarts_with_a_paused_sandbox() {
   local i
   new_sandbox idle-frozen --idle-pause 0
+  # The counter renames its file into place: a pause between the
+  # truncation and the write of `echo >/tmp/n` would leave it empty.
   # shellcheck disable=SC2016 # expanded inside, by sh
-  "$WARREN" exec -d --tag count idle-frozen -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.1; done' >/dev/null
+  "$WARREN" exec -d --tag count idle-frozen -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.1; done' >/dev/null
+  wait_until 5 "$WARREN" exec idle-frozen -- test -s /tmp/n ||
+    fail "the counter never wrote"
   "$WARREN" pause idle-frozen >/dev/null
   for i in $(seq 1 12); do
     kill -KILL "$(daemon_pid)"
