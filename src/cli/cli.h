@@ -101,6 +101,7 @@ int wr_cli_cmd_diff(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_events(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_snapshot(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_fork(const struct wr_cli_ctx *ctx, int argc, char **argv);
+int wr_cli_cmd_pool(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 
@@ -121,6 +122,8 @@ struct wr_cli_create_opts {
   bool reuse; /* --reuse: the sandbox named --name if it exists */
   bool has_idle_pause;
   uint64_t idle_pause_s; /* --idle-pause, in seconds (0: never) */
+  bool no_pool;          /* --no-pool: never a warm pool's sandbox */
+  bool restart_start;    /* --restart-start */
 };
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err);
@@ -132,6 +135,7 @@ struct wr_cli_ls_opts {
   char **labels; /* "K=V" filters */
   const char *state;
   bool json, quiet, help;
+  bool all; /* --all: warm pools' sandboxes too */
 };
 int wr_cli_ls_parse(int argc, char **argv, struct wr_cli_ls_opts *o,
                     wr_error_t *err);

@@ -45,6 +45,12 @@ static const char help[] =
     "                   10m or 1h; 0: never (default: warrend's, 300s);\n"
     "                   any request wakes it\n"
     "  --no-start       create it stopped\n"
+    "  --no-pool        never take a sandbox from the image's warm pool\n"
+    "                   (`warren pool`; by default a create takes one when\n"
+    "                   it can, and prints its name as usual)\n"
+    "  --restart-start  taken from a pool: restart the template's start\n"
+    "                   command with this create's environment (otherwise it\n"
+    "                   keeps the pool's; processes started later get it)\n"
     "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
     "                   it is stopped, wake it if it is paused (refused if\n"
     "                   its image, agent or workspace differ)\n"
@@ -75,6 +81,8 @@ enum {
   OPT_SNAPSHOT,
   OPT_REUSE,
   OPT_IDLE_PAUSE,
+  OPT_NO_POOL,
+  OPT_RESTART_START,
 };
 
 static const struct option longopts[] = {
@@ -93,6 +101,8 @@ static const struct option longopts[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"reuse", no_argument, NULL, OPT_REUSE},
     {"idle-pause", required_argument, NULL, OPT_IDLE_PAUSE},
+    {"no-pool", no_argument, NULL, OPT_NO_POOL},
+    {"restart-start", no_argument, NULL, OPT_RESTART_START},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -176,6 +186,12 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
     return 0;
   case OPT_REUSE:
     o->reuse = true;
+    return 0;
+  case OPT_NO_POOL:
+    o->no_pool = true;
+    return 0;
+  case OPT_RESTART_START:
+    o->restart_start = true;
     return 0;
   }
   return parse_value(o, c, arg, err);
@@ -295,6 +311,10 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
   if (o->has_idle_pause)
     json_object_set_new(body, "idle_pause",
                         json_integer((json_int_t)o->idle_pause_s));
+  if (o->no_pool)
+    json_object_set_new(body, "pool", json_false());
+  if (o->restart_start)
+    json_object_set_new(body, "restart_start", json_true());
   if (o->path != NULL)
     json_object_set_new(body, "workspace",
                         json_pack("{s:s,s:s}", "path", o->path, "mode",

@@ -29,6 +29,8 @@ static const struct wr_cli_command commands[] = {
      wr_cli_cmd_snapshot},
     {"fork", "Snapshot a sandbox and create another from it", wr_cli_cmd_fork},
     {"ports", "Publish a sandbox's ports on the host", wr_cli_cmd_ports},
+    {"pool", "Keep sandboxes of an image started and paused for creates",
+     wr_cli_cmd_pool},
     {"events", "Print or follow sandboxes' lifecycle events",
      wr_cli_cmd_events}, /* events.c */
     {"policy", "Control where sandboxes may connect", wr_cli_cmd_policy},

@@ -18,6 +18,8 @@ static const char help[] =
     "                 match)\n"
     "  --state STATE  only sandboxes in this state: creating, running,\n"
     "                 paused, stopped or error\n"
+    "  --all          also the sandboxes warm pools keep ready (`warren\n"
+    "                 pool`), which a create takes\n"
     "  -q, --quiet    print names only\n"
     "  --json         print a JSON array of sandbox objects\n"
     "  -h, --help     show this help\n"
@@ -26,13 +28,14 @@ static const char help[] =
     "  warren ls\n"
     "  warren ls --label team=infra --state running -q\n";
 
-enum { OPT_LABEL = 256, OPT_STATE, OPT_JSON };
+enum { OPT_LABEL = 256, OPT_STATE, OPT_JSON, OPT_ALL };
 
 static const struct option longopts[] = {
     {"label", required_argument, NULL, OPT_LABEL},
     {"state", required_argument, NULL, OPT_STATE},
     {"quiet", no_argument, NULL, 'q'},
     {"json", no_argument, NULL, OPT_JSON},
+    {"all", no_argument, NULL, OPT_ALL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -66,6 +69,9 @@ static int parse_option(struct wr_cli_ls_opts *o, int c, const char *arg,
     return 0;
   case OPT_JSON:
     o->json = true;
+    return 0;
+  case OPT_ALL:
+    o->all = true;
     return 0;
   default:
     o->help = true;
@@ -107,6 +113,8 @@ char *wr_cli_ls_path(const struct wr_cli_ls_opts *o) {
   }
   if (o->state != NULL)
     wr_buf_printf(&b, "%cstate=%s", sep, o->state);
+  if (o->all)
+    wr_buf_printf(&b, "%call=1", o->state != NULL || o->labels ? '&' : '?');
   return wr_buf_steal(&b, NULL);
 }
 

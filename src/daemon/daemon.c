@@ -4,6 +4,7 @@
 #include "daemon/events.h"
 #include "daemon/initconn.h"
 #include "daemon/network.h"
+#include "daemon/pool.h"
 #include "daemon/procs.h"
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
@@ -77,7 +78,7 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   rc.cgroup_parent = d->cgroup_parent;
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
       wr_snapshots_init(d, err) < 0 /* snapshots */ ||
-      wr_idle_start(d, err) < 0)
+      wr_idle_start(d, err) < 0 || wr_pool_init(d, err) < 0)
     return -1;
   routes = wr_daemon_routes(&nroutes);
   return wr_http_server_new(loop, routes, nroutes, d, NULL, &d->http, err);
@@ -212,6 +213,7 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
   }
   wr_sandbox_recs_free(recs, n);
   wr_snapshots_recover(d); /* snapshots: after the sandboxes that use them */
+  wr_pool_recover(d);      /* pool.c: after the sandboxes, which it sorts */
   return 0;
 }
 
@@ -244,6 +246,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_network_shutdown(d);
   wr_snapshots_shutdown(d); /* snapshots */
   wr_idle_stop(d);
+  wr_pool_shutdown(d); /* pool.c */
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   wr_events_shutdown(d); /* events.c: streams end before the server */
@@ -257,6 +260,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
 
 void wr_daemon_fini(struct wr_daemon *d) {
   wr_events_free(d); /* events.c */
+  wr_pool_free(d);   /* pool.c */
   wr_network_free(d);
   wr_rt_free(d->rt);
   wr_store_close(d->store);

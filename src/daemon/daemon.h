@@ -57,6 +57,7 @@ struct wr_image_build;
 struct wr_network;
 struct wr_events;
 struct wr_snapshots;
+struct wr_pools;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -72,6 +73,7 @@ struct wr_daemon {
   struct wr_events *events;       /* lifecycle events (events.c) */
   struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */
   struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
+  struct wr_pools *pools;         /* warm pools (pool.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

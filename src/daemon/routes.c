@@ -10,6 +10,7 @@
 #include "daemon/kits.h"
 #include "daemon/events.h"
 #include "daemon/snapshots.h"
+#include "daemon/pool.h"
 
 static const struct wr_http_route routes[] = {
     {"GET", "/v1/info", wr_api_info, 0},
@@ -69,6 +70,10 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/snapshots/{id}/export", wr_api_snapshot_export, 0},
     {"POST", "/v1/snapshots/import", wr_api_snapshot_import,
      WR_ROUTE_STREAM_BODY},
+    /* Warm pools (pool_api.c). */
+    {"GET", "/v1/pools", wr_api_pool_list, 0},
+    {"PUT", "/v1/pools/{image}", wr_api_pool_put, 0},
+    {"DELETE", "/v1/pools/{image}", wr_api_pool_delete, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {

@@ -7,6 +7,7 @@
  */
 #include "daemon/jobs.h"
 #include "daemon/kits.h"
+#include "daemon/pool.h"
 #include "daemon/procs.h"
 #include "daemon/request.h"
 #include "daemon/roots.h"
@@ -34,8 +35,8 @@ struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *key) {
   return NULL;
 }
 
-struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
-                                       wr_http_req_t *req) {
+static struct wr_sandbox *find_from_req(struct wr_daemon *d,
+                                        wr_http_req_t *req) {
   const char *key = wr_http_param(req, "id");
   struct wr_sandbox *sb = key ? wr_sandbox_find(d, key) : NULL;
 
@@ -43,6 +44,14 @@ struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
     wr_http_reply_error(req, 404, "not_found", "no sandbox `%s`",
                         key ? key : "");
   return sb;
+}
+
+/* A warm pool's sandbox is no one's until a create claims it (pool.c). */
+struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d,
+                                       wr_http_req_t *req) {
+  struct wr_sandbox *sb = find_from_req(d, req);
+
+  return sb != NULL && wr_pool_refuse(sb, req) ? NULL : sb;
 }
 
 static void spec_free(struct wr_sandbox_spec *s) {
@@ -279,6 +288,7 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
                                         : json_null());
   json_object_set_new(j, "last_wake", last_wake_json(sb));
   json_object_set_new(j, "idle", wr_idle_json(sb));
+  json_object_set_new(j, "pooled", json_boolean(sb->pooled)); /* pool.c */
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -306,6 +316,8 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
     json_object_set_new(j, "snapshot", json_string(s->snapshot));
   if (s->idle_pause_s >= 0)
     json_object_set_new(j, "idle_pause", json_integer(s->idle_pause_s));
+  if (s->restart_start) /* pool.c */
+    json_object_set_new(j, "restart_start", json_true());
   if (s->ws_path != NULL) {
     json_t *ws = workspace_stored(s);
     if (s->ws_id.known)
@@ -313,6 +325,10 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
     json_object_set_new(j, "workspace", ws);
   }
   return wr_json_dumps(j);
+}
+
+char *wr_sandbox_spec_json(const struct wr_sandbox *sb) {
+  return spec_to_json(&sb->spec);
 }
 
 /* The recorded identity: decimal strings, since an inode number may not
@@ -384,6 +400,7 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
       {"agent", WR_JSON_STRING, &agent, false, NULL},
       {"workspace", WR_JSON_OBJECT, &ws, false, NULL},
       {"idle_pause", WR_JSON_INT, &idle, false, NULL},
+      {"restart_start", WR_JSON_BOOL, &s->restart_start, false, NULL},
   };
 
   if (wr_json_parse_object(text, strlen(text), true, &j, err) < 0 ||
@@ -417,6 +434,8 @@ struct create_req {
   json_t *env, *labels, *workspace;
   bool start;
   bool reuse;                 /* the sandbox of that name, if there is one */
+  bool pool;                  /* pool.c: take a pooled one if it can */
+  bool restart_start;         /* ... and restart its start command */
   const char *snapshot;       /* snapshots: made from this one */
   struct wr_snapshot_use use; /* ... which stacks these layers */
   /* The workspace, checked (workspaces.c); ws.real is NULL without one. */
@@ -597,6 +616,7 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
   sb->spec.pids = (uint64_t)c->pids;
   sb->spec.disk_bytes = c->disk;
   sb->spec.idle_pause_s = c->idle_pause;
+  sb->spec.restart_start = c->restart_start;
   sb->spec.workdir = xstrdup(c->workdir   ? c->workdir
                              : c->ws.real ? WR_WORKSPACE
                                           : "/");
@@ -813,6 +833,93 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
     reply_refused(req, &err, "not_running");
 }
 
+/* ---- warm pools (pool.c) ---------------------------------------------- */
+
+static void create_go(struct wr_daemon *d, struct create_job *cj);
+
+struct wr_sandbox *wr_sandbox_add(struct wr_daemon *d, const char *name,
+                                  const char *image, const char *pool_state,
+                                  wr_error_t *err) {
+  struct create_req c = {.name = name,
+                         .image = image,
+                         .disk = d->cfg.default_disk,
+                         .idle_pause = -1,
+                         .start = true};
+  struct wr_sandbox *sb = sandbox_new(d, &c, err);
+
+  if (sb == NULL)
+    return NULL;
+  if (wr_store_begin(d->store, err) < 0) {
+    wr_sandbox_free(sb);
+    return NULL;
+  }
+  if (sandbox_insert(d, sb, err) < 0) {
+    wr_store_rollback(d->store);
+    wr_sandbox_free(sb);
+    return NULL;
+  }
+  if ((pool_state != NULL &&
+       wr_store_sandbox_set_pool(d->store, sb->id, pool_state, err) < 0) ||
+      wr_store_commit(d->store, err) < 0) {
+    wr_store_rollback(d->store);
+    wr_daemon_release_slot(d, sb->id);
+    wr_sandbox_table_remove(sb);
+    return NULL;
+  }
+  return sb;
+}
+
+static void claimed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  struct create_job *cj = arg;
+  json_t *j;
+
+  if (err != NULL) { /* make one the usual way */
+    wr_info("create: %s; creating a sandbox of `%s` without the pool",
+            err->msg, cj->c.image);
+    create_go(sb->d, cj);
+  } else {
+    j = wr_sandbox_json(sb);
+    json_object_set_new(j, "reused", json_false());
+    json_object_set_new(j, "from_pool", json_true());
+    wr_http_reply_json(cj->req, 201, j);
+  }
+  create_job_free(cj);
+}
+
+/*
+ * A create that a pooled sandbox can be, takes one: 0 when it did (the
+ * request is answered when the claim ends), 1 when it must make its own.
+ * What a pooled sandbox cannot become (docs/templates.md lists it): one
+ * that stays stopped, has a workspace, a snapshot or an agent, or another
+ * disk limit than the pool's sandboxes.
+ */
+static int from_pool(struct wr_daemon *d, struct create_job *cj) {
+  struct create_req *c = &cj->c;
+  struct wr_pool_claim cl = {.image = c->image};
+  wr_error_t err;
+  int rc;
+
+  if (!c->pool || !c->start || c->workspace != NULL || c->snapshot != NULL ||
+      c->agent != NULL || wr_pool_find(d, c->image) == NULL)
+    return 1;
+  if (merge_env(c, &cl.env, &err) < 0) {
+    wr_strv_free(cl.env);
+    return 1; /* the usual way says what is wrong with it */
+  }
+  cl.name = c->name ? xstrdup(c->name) : NULL;
+  cl.labels = c->labels ? json_deep_copy(c->labels) : json_object();
+  cl.workdir = xstrdup(c->workdir ? c->workdir : "/");
+  cl.memory_bytes = c->memory;
+  cl.cpus = c->cpus;
+  cl.pids = (uint64_t)c->pids;
+  cl.disk_bytes = c->disk;
+  cl.idle_pause_s = c->idle_pause;
+  cl.restart_start = c->restart_start;
+  rc = wr_pool_claim(d, &cl, claimed, cj);
+  wr_pool_claim_clear(&cl);
+  return rc;
+}
+
 /* Everything is checked: make the sandbox. */
 static void create_go(struct wr_daemon *d, struct create_job *cj) {
   struct create_req *c = &cj->c;
@@ -885,6 +992,8 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"reuse", WR_JSON_BOOL, &c->reuse, false, NULL},
       {"snapshot", WR_JSON_STRING, &c->snapshot, false, NULL}, /* snapshots */
       {"idle_pause", WR_JSON_INT, &c->idle_pause, false, NULL},
+      {"pool", WR_JSON_BOOL, &c->pool, false, NULL},
+      {"restart_start", WR_JSON_BOOL, &c->restart_start, false, NULL},
   };
   struct wr_sandbox *sb;
   wr_error_t err;
@@ -894,6 +1003,7 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   c->disk = d->cfg.default_disk;
   c->idle_pause = -1;
   c->start = true;
+  c->pool = true;
   c->ws.state_root = d->cfg.root;
   cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
   if (cj->body != NULL && c->reuse && c->name == NULL) {
@@ -913,6 +1023,8 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
     create_job_free(cj);
     return;
   }
+  if (c->workspace == NULL && from_pool(d, cj) == 0)
+    return;
   if (c->workspace == NULL) {
     create_go(d, cj);
     create_job_free(cj);
@@ -1050,7 +1162,12 @@ void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
   const char *label = wr_http_query(req, "label");
   const char *state = wr_http_query(req, "state");
-  json_t *arr = json_array();
+  json_t *arr;
+  bool all;
+
+  if (wr_req_bool(req, "all", false, &all) < 0)
+    return;
+  arr = json_array();
 
   if (state != NULL && wr_sandbox_state_from_name(state) < 0) {
     json_decref(arr);
@@ -1063,13 +1180,15 @@ void wr_api_sandbox_list(wr_http_req_t *req, void *ctx) {
       continue;
     if (state != NULL && strcmp(state, wr_sandbox_state_name(sb->state)) != 0)
       continue;
+    if (sb->pooled && !all) /* pool.c: ?all=1 shows them */
+      continue;
     json_array_insert_new(arr, 0, wr_sandbox_json(sb));
   }
   wr_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
 }
 
 void wr_api_sandbox_get(wr_http_req_t *req, void *ctx) {
-  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_sandbox *sb = find_from_req(ctx, req); /* pooled ones too */
 
   if (sb != NULL)
     reply_sandbox(req, 200, sb);

@@ -40,6 +40,16 @@ struct wr_sandbox_spec {
   char **layer_dirs;
   int64_t idle_pause_s; /* pause after this long idle; 0 never; -1: the
                            daemon's --idle-pause */
+  bool restart_start;   /* pool.c: a claim restarts the start command */
+};
+
+/* What a sandbox is to its warm pool (pool.c; sandboxes.pool). */
+enum wr_pool_member {
+  WR_POOL_NONE = 0, /* a pool's no longer, or never */
+  WR_POOL_FILLING,  /* being created, started and paused */
+  WR_POOL_READY,    /* paused, for a create to claim */
+  WR_POOL_CLAIMING, /* a create is taking it */
+  WR_POOL_DRAINING, /* being removed (the pool shrank, or it went wrong) */
 };
 
 /* What a sandbox is (stored; `state` in the API). Transitions are checked
@@ -128,6 +138,12 @@ struct wr_sandbox {
   unsigned net_conns;
   int64_t net_active_ms;
   struct wr_sandbox_idle idle; /* idle.c */
+
+  /* A warm pool's sandbox (pool.c) is hidden from lists and refuses
+   * requests (409 pooled) until a create claims it. It counts toward the
+   * running and resident sandboxes like any other. */
+  bool pooled;
+  enum wr_pool_member pool_state;
 
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
@@ -245,6 +261,15 @@ int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
  */
 bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
                            wr_http_handler_fn again, int *fd);
+/* A new sandbox with the defaults a create with only a name and an image
+ * gets, in the table and the store (state creating), and its pool's
+ * (sandboxes.pool = pool_state) when pool_state is not NULL, in the same
+ * transaction. Then wr_sandbox_create it. */
+struct wr_sandbox *wr_sandbox_add(struct wr_daemon *d, const char *name,
+                                  const char *image, const char *pool_state,
+                                  wr_error_t *err);
+/* The spec as the store keeps it (caller frees). */
+char *wr_sandbox_spec_json(const struct wr_sandbox *sb);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,

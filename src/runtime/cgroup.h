@@ -35,6 +35,9 @@ struct wr_cgroup_ops {
   int (*open_dir)(const struct wr_cgroup *cg, const char *id);
   int (*freeze)(const struct wr_cgroup *cg, const char *id, bool frozen,
                 wr_error_t *err);
+  /* Change the limits of an existing group (0 leaves one as it is). */
+  int (*set_limits)(const struct wr_cgroup *cg, const char *id,
+                    const struct wr_cgroup_limits *lim, wr_error_t *err);
   int (*kill)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);
   int (*remove)(const struct wr_cgroup *cg, const char *id, wr_error_t *err);
   bool (*populated)(const struct wr_cgroup *cg, const char *id);

@@ -266,6 +266,7 @@ const struct wr_cgroup_ops wr_cgroup_v1_ops = {
     .open_procs = v1_open_procs,
     .open_dir = v1_open_dir,
     .freeze = v1_freeze,
+    .set_limits = set_limits,
     .kill = v1_kill,
     .remove = v1_remove,
     .populated = v1_populated,

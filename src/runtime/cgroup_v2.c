@@ -107,6 +107,13 @@ static int v2_create(const struct wr_cgroup *cg, const char *id,
   return lim ? set_limits(dir, lim, err) : 0;
 }
 
+static int v2_set_limits(const struct wr_cgroup *cg, const char *id,
+                         const struct wr_cgroup_limits *lim, wr_error_t *err) {
+  _cleanup_free_ char *dir = dir_of(cg, id);
+
+  return set_limits(dir, lim, err);
+}
+
 static int v2_open_procs(const struct wr_cgroup *cg, const char *id, int *fds,
                          size_t *n, wr_error_t *err) {
   _cleanup_free_ char *dir = dir_of(cg, id);
@@ -205,6 +212,7 @@ const struct wr_cgroup_ops wr_cgroup_v2_ops = {
     .open_procs = v2_open_procs,
     .open_dir = v2_open_dir,
     .freeze = v2_freeze,
+    .set_limits = v2_set_limits,
     .kill = v2_kill,
     .remove = v2_remove,
     .populated = v2_populated,

@@ -204,22 +204,30 @@ static int write_in_root(int rootfd, const char *path, const char *text,
                           0644, owner, err);
 }
 
+int wr_rt_seed_names(int rootfd, const char *hostname, uint32_t slot,
+                     wr_error_t *err) {
+  _cleanup_free_ char *hosts = NULL;
+  _cleanup_free_ char *line = xasprintf("%s\n", hostname);
+  uid_t owner = wr_rt_id_base(slot);
+
+  hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+                    "ip6-loopback\n127.0.1.1\t%s\n",
+                    hostname);
+  if (write_in_root(rootfd, "/etc/hostname", line, owner, err) < 0 ||
+      write_in_root(rootfd, "/etc/hosts", hosts, owner, err) < 0)
+    return -1;
+  return 0;
+}
+
 /* The mount points warren needs, and the files that name the sandbox. */
 static int seed_root(int rootfd, const struct wr_rt_spec *s, wr_error_t *err) {
   static const char *const dirs[] = {"proc", "dev", "sys", "tmp", "etc"};
-  _cleanup_free_ char *hosts = NULL;
-  _cleanup_free_ char *hostname = xasprintf("%s\n", s->hostname);
-  uid_t owner = wr_rt_id_base(s->slot);
 
   for (size_t i = 0; i < WR_ARRAY_SIZE(dirs); i++) {
     if (mkdirat(rootfd, dirs[i], 0755) < 0 && errno != EEXIST)
       return wr_error_set(err, errno, "mkdir `/%s`", dirs[i]);
   }
-  hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-                    "ip6-loopback\n127.0.1.1\t%s\n",
-                    s->hostname);
-  if (write_in_root(rootfd, "/etc/hostname", hostname, owner, err) < 0 ||
-      write_in_root(rootfd, "/etc/hosts", hosts, owner, err) < 0)
+  if (wr_rt_seed_names(rootfd, s->hostname, s->slot, err) < 0)
     return wr_error_wrap(err, "seed root");
   return 0;
 }

@@ -206,6 +206,20 @@ char *wr_rt_init_log_tail(struct wr_runtime *rt, const char *id, size_t max);
 /* The sandbox's directory on the host (caller frees). */
 char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
 
+/* ---- a running sandbox made another (renew.c; pool claims) ------------ */
+
+/* Set the cgroup limits of a running (or paused) sandbox: memory_bytes,
+ * cpus and pids of spec (0 leaves a limit as it is). */
+int wr_rt_set_limits(struct wr_runtime *rt, const struct wr_rt_spec *spec,
+                     wr_error_t *err);
+/* Give a running (or paused) sandbox the identity of a new machine:
+ * spec->hostname in its UTS namespace (init's, checked with its pidfd)
+ * and in /etc/hostname and /etc/hosts, and a new /etc/machine-id, through
+ * rootfd (its merged root). */
+int wr_rt_renew_identity(const struct wr_rt_spec *spec,
+                         const struct wr_rt_instance *inst, int rootfd,
+                         wr_error_t *err);
+
 /* Read a process's start time from /proc/PID/stat (0 if gone). */
 uint64_t wr_rt_proc_start_time(pid_t pid);
 

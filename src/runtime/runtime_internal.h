@@ -50,6 +50,12 @@ bool wr_rootfs_is_mounted(const char *dir);
  * (machine id, host keys), in its fresh upper layer. */
 int wr_snapshot_seed_unique(int rootfd, const struct wr_rt_spec *spec,
                             wr_error_t *err);
+/* ... the part any new machine needs: a new /etc/machine-id, and the
+ * host keys and seeds that identify one removed (snapshot.c). */
+int wr_rt_seed_machine(int rootfd, uint32_t slot, wr_error_t *err);
+/* The files that name the sandbox: /etc/hostname, /etc/hosts (driver.c). */
+int wr_rt_seed_names(int rootfd, const char *hostname, uint32_t slot,
+                     wr_error_t *err);
 
 /* disk.c: a disk limit as an ext4 image on a loop device, mounted at
  * DIR/disk, which then holds the overlay's upper and work directories. */

@@ -137,17 +137,21 @@ static int forget(int rootfd, const char *path, wr_error_t *err) {
 
 int wr_snapshot_seed_unique(int rootfd, const struct wr_rt_spec *spec,
                             wr_error_t *err) {
+  if (spec->nlayers == 0)
+    return 0;
+  return wr_rt_seed_machine(rootfd, spec->slot, err);
+}
+
+int wr_rt_seed_machine(int rootfd, uint32_t slot, wr_error_t *err) {
   unsigned char raw[16];
   char id[sizeof(raw) * 2 + 2];
 
-  if (spec->nlayers == 0)
-    return 0;
   wr_random_bytes(raw, sizeof(raw));
   for (size_t i = 0; i < sizeof(raw); i++)
     snprintf(id + 2 * i, 3, "%02x", raw[i]);
   strcat(id, "\n");
   if (wr_write_in_root(rootfd, "in the sandbox", "/etc/machine-id", id,
-                       strlen(id), 0444, wr_rt_id_base(spec->slot), err) < 0)
+                       strlen(id), 0444, wr_rt_id_base(slot), err) < 0)
     return wr_error_wrap(err, "give the sandbox its own machine id");
   for (size_t i = 0; i < WR_ARRAY_SIZE(per_machine); i++)
     if (forget(rootfd, per_machine[i], err) < 0)

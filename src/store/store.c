@@ -136,6 +136,25 @@ static const char *const migrations[] = {
     "  expires_ms INTEGER NOT NULL DEFAULT 0,"
     "  created_ms INTEGER NOT NULL"
     ");",
+    /* 7: templates (merged later) */
+    "SELECT 7;",
+    /* 8: warm pools (pool.c). A pool keeps `size` sandboxes of its image
+     * started and paused; sandboxes.pool says what a sandbox is to its
+     * pool: NULL for one that belongs to none, else 'filling' (being
+     * created, started and paused), 'ready' (paused, waiting for a
+     * create), or 'claiming' (a create is taking it). A claim ends in one
+     * UPDATE that names the sandbox and clears the column, so a claim is
+     * either done or, to a restarted daemon, a pooled sandbox that is not
+     * ready, which it removes. */
+    ("CREATE TABLE pools ("
+     "  image TEXT PRIMARY KEY NOT NULL,"
+     "  size INTEGER NOT NULL CHECK (size >= 1),"
+     "  claimed INTEGER NOT NULL DEFAULT 0,"
+     "  created_ms INTEGER NOT NULL,"
+     "  updated_ms INTEGER NOT NULL"
+     ");"
+     "ALTER TABLE sandboxes ADD COLUMN pool TEXT"
+     "  CHECK (pool IN ('filling', 'ready', 'claiming'));"),
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

@@ -120,6 +120,44 @@ int wr_store_snapshot_delete(wr_store_t *st, const char *id, wr_error_t *err);
 void wr_snapshot_rec_free(struct wr_snapshot_rec *rec);
 void wr_snapshot_recs_free(struct wr_snapshot_rec *recs, size_t n);
 
+/* ---- warm pools (pool.c) ------------------------------------------------ */
+
+/* A pool as stored: keep `size` (>= 1) sandboxes of `image` ready. */
+struct wr_pool_rec {
+  char *image;
+  uint64_t size;
+  uint64_t claimed; /* creates that took one of its sandboxes, ever */
+  int64_t created_ms, updated_ms;
+};
+/* What a sandbox is to its pool (sandboxes.pool). */
+struct wr_pool_member_rec {
+  char *sandbox_id;
+  char *state; /* "filling", "ready" or "claiming" */
+};
+
+/* Make or resize the pool of image (size >= 1). */
+int wr_store_pool_set(wr_store_t *st, const char *image, uint64_t size,
+                      wr_error_t *err);
+/* ENOENT when there is no such pool. */
+int wr_store_pool_delete(wr_store_t *st, const char *image, wr_error_t *err);
+/* Ordered by image. */
+int wr_store_pool_list(wr_store_t *st, struct wr_pool_rec **recs, size_t *n,
+                       wr_error_t *err);
+void wr_pool_recs_free(struct wr_pool_rec *recs, size_t n);
+/* Mark a sandbox as its pool's, in `state` (NULL: no longer pooled). */
+int wr_store_sandbox_set_pool(wr_store_t *st, const char *id,
+                              const char *state, wr_error_t *err);
+/* Every pooled sandbox. */
+int wr_store_pool_members(wr_store_t *st, struct wr_pool_member_rec **recs,
+                          size_t *n, wr_error_t *err);
+void wr_pool_member_recs_free(struct wr_pool_member_rec *recs, size_t n);
+/* The end of a claim, in one transaction: the sandbox (which must be
+ * 'claiming') gets its name, spec and creation time and leaves its pool,
+ * and the pool of `image` (if it still exists) counts one more claim. */
+int wr_store_pool_claimed(wr_store_t *st, const char *id, const char *image,
+                          const char *name, const char *spec_json,
+                          int64_t created_ms, wr_error_t *err);
+
 /* ---- images ------------------------------------------------------------ */
 
 /* Insert or replace by name. */

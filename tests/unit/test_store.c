@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 6
+#define VERSION 8
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -546,6 +546,8 @@ static void test_migration_2_adds_network_tables(void **state) {
                    "ALTER TABLE images DROP COLUMN minimal;"
                    "DROP TABLE events;"
                    "DROP TABLE snapshots;"
+                   "DROP TABLE pools;"
+                   "ALTER TABLE sandboxes DROP COLUMN pool;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
@@ -554,6 +556,58 @@ static void test_migration_2_adds_network_tables(void **state) {
   assert_int_equal(wr_store_setting_set(st, "policy.preset", "open", NULL), 0);
   assert_int_equal(wr_store_setting_get(st, "policy.preset", &preset, NULL), 0);
   assert_string_equal(preset, "open");
+  wr_store_close(st);
+}
+
+/* Pools: set makes or resizes one, a sandbox is a member in a state,
+ * and a claim names it and takes it out of its pool in one go, once. */
+static void test_pools(void **state) {
+  struct fixture *fx = *state;
+  wr_store_t *st = open_ok(fx);
+  struct wr_pool_rec *pools = NULL;
+  struct wr_pool_member_rec *members = NULL;
+  struct wr_sandbox_rec rec = {0};
+  wr_error_t err = {0};
+  size_t n = 0;
+
+  assert_int_equal(wr_store_pool_set(st, "base", 2, &err), 0);
+  assert_int_equal(wr_store_pool_set(st, "base", 3, &err), 0);
+  assert_int_equal(wr_store_pool_set(st, "vite", 0, &err), -1);
+  assert_int_equal(wr_store_pool_list(st, &pools, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(pools[0].image, "base");
+  assert_int_equal(pools[0].size, 3);
+  wr_pool_recs_free(pools, n);
+  insert_ok(st, "sb-p1", "pool-base-aaaaaa", "base", 1);
+  insert_ok(st, "sb-p2", "other", "base", 2);
+  assert_int_equal(wr_store_sandbox_set_pool(st, "sb-p1", "ready", &err), 0);
+  assert_int_equal(wr_store_sandbox_set_pool(st, "sb-p1", "bogus", &err), -1);
+  assert_int_equal(wr_store_pool_members(st, &members, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(members[0].sandbox_id, "sb-p1");
+  assert_string_equal(members[0].state, "ready");
+  wr_pool_member_recs_free(members, n);
+  /* Only a sandbox being claimed can be claimed. */
+  assert_int_equal(wr_store_pool_claimed(st, "sb-p1", "base", "web", "{}", 5,
+                                         &err),
+                   -1);
+  assert_int_equal(wr_store_sandbox_set_pool(st, "sb-p1", "claiming", &err), 0);
+  assert_int_equal(wr_store_pool_claimed(st, "sb-p1", "base", "web",
+                                         "{\"env\":{}}", 5, &err),
+                   0);
+  assert_int_equal(wr_store_sandbox_get(st, "web", &rec, &err), 0);
+  assert_string_equal(rec.id, "sb-p1");
+  assert_string_equal(rec.spec_json, "{\"env\":{}}");
+  wr_sandbox_rec_free(&rec);
+  assert_int_equal(wr_store_pool_members(st, &members, &n, &err), 0);
+  assert_int_equal(n, 0);
+  wr_pool_member_recs_free(members, n);
+  assert_int_equal(wr_store_pool_list(st, &pools, &n, &err), 0);
+  assert_int_equal(pools[0].claimed, 1);
+  wr_pool_recs_free(pools, n);
+  assert_int_equal(wr_store_pool_delete(st, "base", &err), 0);
+  assert_int_equal(wr_store_pool_delete(st, "base", &err), -1);
+  assert_int_equal(err.code, ENOENT);
   wr_store_close(st);
 }
 
@@ -1445,6 +1499,7 @@ int main(void) {
       T(test_directory_is_an_error),
       T(test_migration_2_adds_network_tables),
       T(test_snapshots),
+      T(test_pools),
       T(test_settings),
       T(test_rules_are_unique),
       T(test_rules_list_get_delete),
