@@ -110,9 +110,9 @@ static void add_row(struct wr_cli_table *t, const json_t *p) {
            (long long)wr_cli_jint(p, "filling"));
   snprintf(claimed, sizeof(claimed), "%lld",
            (long long)wr_cli_jint(p, "claimed"));
-  wr_cli_table_add(t, (const char *const[]){wr_cli_jstr(p, "image"), size,
-                                            ready, filling, claimed,
-                                            e ? e : "-"});
+  wr_cli_table_add(t,
+                   (const char *const[]){wr_cli_jstr(p, "image"), size, ready,
+                                         filling, claimed, e ? e : "-"});
 }
 
 static int cmd_ls(const struct wr_cli_ctx *ctx, const struct pool_opts *o) {
@@ -130,9 +130,9 @@ static int cmd_ls(const struct wr_cli_ctx *ctx, const struct pool_opts *o) {
   if (o->json)
     return wr_cli_print_json(list) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
   wr_cli_table_init(&t, 6);
-  wr_cli_table_add(&t, (const char *const[]){"IMAGE", "SIZE", "READY",
-                                             "FILLING", "CLAIMED",
-                                             "LAST ERROR"});
+  wr_cli_table_add(&t,
+                   (const char *const[]){"IMAGE", "SIZE", "READY", "FILLING",
+                                         "CLAIMED", "LAST ERROR"});
   json_array_foreach (list, i, p)
     add_row(&t, p);
   wr_cli_table_print(&t, stdout);

@@ -24,16 +24,15 @@
 #define BACKOFF_MAX_MS 60000
 
 static const char *const member_names[] = {
-    [WR_POOL_NONE] = NULL,
-    [WR_POOL_FILLING] = "filling",
-    [WR_POOL_READY] = "ready",
-    [WR_POOL_CLAIMING] = "claiming",
+    [WR_POOL_NONE] = NULL,     [WR_POOL_FILLING] = "filling",
+    [WR_POOL_READY] = "ready", [WR_POOL_CLAIMING] = "claiming",
     [WR_POOL_DRAINING] = NULL, /* stored as it was: it is going away */
 };
 
 static void kick(struct wr_daemon *d);
 
-/* ---- the pools ------------------------------------------------------------ */
+/* ---- the pools ------------------------------------------------------------
+ */
 
 struct wr_pool *wr_pool_find(struct wr_daemon *d, const char *image) {
   for (struct wr_pool *p = d->pools ? d->pools->list : NULL; p != NULL;
@@ -108,7 +107,8 @@ static void failed(struct wr_daemon *d, const char *image,
   for (unsigned i = 0; i < p->failures && wait < BACKOFF_MAX_MS; i++)
     wait *= 2;
   p->failures++;
-  p->retry_at_ms = wr_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
+  p->retry_at_ms =
+      wr_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
 }
 
 static void set_member(struct wr_sandbox *sb, enum wr_pool_member m) {
@@ -178,7 +178,8 @@ static void filled_paused(struct wr_sandbox *sb, void *arg,
   if (sb->removed || sb->pool_state != WR_POOL_FILLING)
     return;
   if (err != NULL || sb->state != WR_SB_PAUSED) {
-    failed(sb->d, sb->image, sb, err ? err->msg : "it stopped before it paused");
+    failed(sb->d, sb->image, sb,
+           err ? err->msg : "it stopped before it paused");
     drain(sb, false);
     return;
   }
@@ -261,8 +262,8 @@ static void drain_orphans(struct wr_daemon *d) {
 
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = next) {
     next = sb->next;
-    if (sb->pooled && sb->pool_state == WR_POOL_READY &&
-        sb->op == WR_OP_NONE && wr_pool_find(d, sb->image) == NULL)
+    if (sb->pooled && sb->pool_state == WR_POOL_READY && sb->op == WR_OP_NONE &&
+        wr_pool_find(d, sb->image) == NULL)
       drain(sb, true);
   }
 }
@@ -287,7 +288,8 @@ static void kick(struct wr_daemon *d) {
     uv_timer_start(&d->pools->timer, on_timer, 0, 0);
 }
 
-/* ---- claims --------------------------------------------------------------- */
+/* ---- claims ---------------------------------------------------------------
+ */
 
 void wr_pool_claim_clear(struct wr_pool_claim *c) {
   free(c->name);
@@ -455,10 +457,9 @@ static void claim_done(struct wr_job *job) {
 static struct wr_sandbox *pick(struct wr_daemon *d, const char *image,
                                uint64_t disk_bytes) {
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
-    if (sb->pooled && sb->pool_state == WR_POOL_READY &&
-        sb->op == WR_OP_NONE && sb->state == WR_SB_PAUSED &&
-        sb->inst.pidfd >= 0 && sb->spec.disk_bytes == disk_bytes &&
-        strcmp(sb->image, image) == 0)
+    if (sb->pooled && sb->pool_state == WR_POOL_READY && sb->op == WR_OP_NONE &&
+        sb->state == WR_SB_PAUSED && sb->inst.pidfd >= 0 &&
+        sb->spec.disk_bytes == disk_bytes && strcmp(sb->image, image) == 0)
       return sb;
   return NULL;
 }
@@ -571,9 +572,9 @@ json_t *wr_pool_json(struct wr_daemon *d, const struct wr_pool *p) {
       (int)p->size, "ready", (int)c.n[WR_POOL_READY], "filling",
       (int)c.n[WR_POOL_FILLING], "claiming", (int)c.n[WR_POOL_CLAIMING],
       "claimed", (json_int_t)p->claimed, "last_error",
-      p->last_error ? json_string(p->last_error) : json_null(),
-      "last_error_at", time_or_null(p->last_error_ms), "created_at",
-      time_or_null(p->created_ms), "updated_at", time_or_null(p->updated_ms));
+      p->last_error ? json_string(p->last_error) : json_null(), "last_error_at",
+      time_or_null(p->last_error_ms), "created_at", time_or_null(p->created_ms),
+      "updated_at", time_or_null(p->updated_ms));
 }
 
 /* ---- the daemon's start and end ---------------------------------------- */

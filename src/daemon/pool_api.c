@@ -70,8 +70,7 @@ void wr_api_pool_delete(wr_http_req_t *req, void *ctx) {
   if (image == NULL)
     return;
   if (wr_pool_find(d, image) == NULL) {
-    wr_http_reply_error(req, 404, "not_found", "no pool for image `%s`",
-                        image);
+    wr_http_reply_error(req, 404, "not_found", "no pool for image `%s`", image);
     return;
   }
   if (wr_pool_set(d, image, 0, &err) < 0)

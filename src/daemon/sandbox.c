@@ -725,6 +725,7 @@ static void reply_created(wr_http_req_t *req, struct wr_sandbox *sb,
   json_t *j = wr_sandbox_json(sb);
 
   json_object_set_new(j, "reused", json_boolean(reused));
+  json_object_set_new(j, "from_pool", json_false()); /* pool.c */
   wr_http_reply_json(req, reused ? 200 : 201, j);
 }
 
@@ -874,8 +875,8 @@ static void claimed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   json_t *j;
 
   if (err != NULL) { /* make one the usual way */
-    wr_info("create: %s; creating a sandbox of `%s` without the pool",
-            err->msg, cj->c.image);
+    wr_info("create: %s; creating a sandbox of `%s` without the pool", err->msg,
+            cj->c.image);
     create_go(sb->d, cj);
   } else {
     j = wr_sandbox_json(sb);

@@ -64,8 +64,8 @@ static void *uts_thread(void *p) {
   return NULL;
 }
 
-static int set_hostname(const struct wr_rt_instance *inst,
-                        const char *hostname, wr_error_t *err) {
+static int set_hostname(const struct wr_rt_instance *inst, const char *hostname,
+                        wr_error_t *err) {
   _cleanup_close_ int nsfd = open_uts(inst, err);
   struct uts_arg a = {.nsfd = nsfd, .hostname = hostname};
   pthread_t t;

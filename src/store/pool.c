@@ -80,8 +80,8 @@ void wr_pool_recs_free(struct wr_pool_rec *recs, size_t n) {
   free(recs);
 }
 
-int wr_store_sandbox_set_pool(wr_store_t *st, const char *id,
-                              const char *state, wr_error_t *err) {
+int wr_store_sandbox_set_pool(wr_store_t *st, const char *id, const char *state,
+                              wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
   int changes = 0;
 
@@ -116,8 +116,8 @@ int wr_store_pool_members(wr_store_t *st, struct wr_pool_member_rec **recs,
                        "ORDER BY created_ms, rowid",
                        &stmt, err) < 0)
     return -1;
-  if (wr_store_collect(st, stmt, sizeof(struct wr_pool_member_rec),
-                       read_member, &v, &len, err) < 0) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_pool_member_rec), read_member,
+                       &v, &len, err) < 0) {
     wr_pool_member_recs_free(v, len);
     return -1;
   }

@@ -145,8 +145,8 @@ int wr_store_pool_list(wr_store_t *st, struct wr_pool_rec **recs, size_t *n,
                        wr_error_t *err);
 void wr_pool_recs_free(struct wr_pool_rec *recs, size_t n);
 /* Mark a sandbox as its pool's, in `state` (NULL: no longer pooled). */
-int wr_store_sandbox_set_pool(wr_store_t *st, const char *id,
-                              const char *state, wr_error_t *err);
+int wr_store_sandbox_set_pool(wr_store_t *st, const char *id, const char *state,
+                              wr_error_t *err);
 /* Every pooled sandbox. */
 int wr_store_pool_members(wr_store_t *st, struct wr_pool_member_rec **recs,
                           size_t *n, wr_error_t *err);

@@ -588,9 +588,8 @@ static void test_pools(void **state) {
   assert_string_equal(members[0].state, "ready");
   wr_pool_member_recs_free(members, n);
   /* Only a sandbox being claimed can be claimed. */
-  assert_int_equal(wr_store_pool_claimed(st, "sb-p1", "base", "web", "{}", 5,
-                                         &err),
-                   -1);
+  assert_int_equal(
+      wr_store_pool_claimed(st, "sb-p1", "base", "web", "{}", 5, &err), -1);
   assert_int_equal(wr_store_sandbox_set_pool(st, "sb-p1", "claiming", &err), 0);
   assert_int_equal(wr_store_pool_claimed(st, "sb-p1", "base", "web",
                                          "{\"env\":{}}", 5, &err),
