@@ -8,6 +8,7 @@
  *               [--conns N] [--runs N] [--no-redirect]
  *   wrbench wake [--socket PATH] [--cli PATH] [--runs N]
  *   wrbench snapshot [--socket PATH] [--runs N] [--mib N] [--files N]
+ *   wrbench pool [--socket PATH] [--runs N] [--image NAME]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -49,6 +50,14 @@
  *   answer has been read, against the same GET once it runs: the
  *   difference is what waking on a connection costs; and the same for an
  *   exec of `true`.
+ *
+ * `wrbench pool` measures a create that takes a warm pool's sandbox
+ * (docs/templates.md): it keeps a pool of --image (default base; a
+ * template, once they exist, whose dev server is then already serving)
+ * and times a create of that image until a first exec of `true` has
+ * answered, against a create with "pool": false and its first exec, run
+ * by run, each waiting for the pool to be full again. It removes the
+ * pool it made (and puts back one that was there).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -1566,6 +1575,142 @@ static int snapshot_main(int argc, char **argv) {
   return n > 0 && nc > 0 && nf > 0 ? 0 : 1;
 }
 
+/* ---- wrbench pool -------------------------------------------------------- */
+
+/* The pool of image's field (-1: no pool). */
+static long pool_field(wr_http_client_t *c, const char *image,
+                       const char *field) {
+  struct wr_http_response r = {0};
+  json_t *j, *p;
+  wr_error_t err;
+  long v = -1;
+  size_t i;
+
+  if (wr_http_request(c, "GET", "/v1/pools", NULL, NULL, 0, &r, &err) < 0)
+    return -1;
+  j = r.body.data ? json_loads(r.body.data, 0, NULL) : NULL;
+  json_array_foreach (json_object_get(j, "pools"), i, p)
+    if (strcmp(json_string_value(json_object_get(p, "image")), image) == 0)
+      v = (long)json_integer_value(json_object_get(p, field));
+  json_decref(j);
+  wr_http_response_free(&r);
+  return v;
+}
+
+static int set_pool(wr_http_client_t *c, const char *image, long size) {
+  char path[128], body[64];
+
+  snprintf(path, sizeof(path), "/v1/pools/%s", image);
+  snprintf(body, sizeof(body), "{\"size\":%ld}", size);
+  return call(c, "PUT", path, body) == 200 ? 0 : -1;
+}
+
+/* Until the pool has `size` ready (and none filling), at most 60 s. */
+static int pool_full(wr_http_client_t *c, const char *image, long size) {
+  for (int i = 0; i < 6000; i++) {
+    if (pool_field(c, image, "ready") == size &&
+        pool_field(c, image, "filling") == 0)
+      return 0;
+    usleep(10000);
+  }
+  fprintf(stderr, "wrbench: the pool of %s never filled\n", image);
+  return -1;
+}
+
+/* A create of image, from the pool or not, and its first exec; the
+ * answer must say where the sandbox came from. */
+static int pool_create_exec(wr_http_client_t *c, const char *name,
+                            const char *image, bool pool) {
+  struct wr_http_response r = {0};
+  char body[256];
+  wr_error_t err;
+  bool ok;
+
+  snprintf(body, sizeof(body), "{\"name\":\"%s\",\"image\":\"%s\",\"pool\":%s}",
+           name, image, pool ? "true" : "false");
+  if (wr_http_request(c, "POST", "/v1/sandboxes", "application/json", body,
+                      strlen(body), &r, &err) < 0)
+    return -1;
+  ok = r.status == 201 && r.body.data != NULL &&
+       strstr(r.body.data,
+              pool ? "\"from_pool\":true" : "\"from_pool\":false") != NULL;
+  if (!ok)
+    fprintf(stderr, "wrbench: create %s: %d %s\n", name, r.status,
+            r.body.data ? r.body.data : "");
+  wr_http_response_free(&r);
+  return ok && exec_true(c, name) == 0 ? 0 : -1;
+}
+
+static int pool_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"runs", required_argument, NULL, 'r'},
+      {"image", required_argument, NULL, 'i'},
+      {NULL, 0, NULL, 0},
+  };
+  struct opts o = {.socket = "/run/warren/warrend.sock", .runs = 20};
+  const char *image = "base";
+  double *pooled, *plain;
+  long before, size = 2;
+  int ch, n = 0, np = 0;
+  char name[64];
+  wr_http_client_t *c;
+
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg);
+    else if (ch == 'i')
+      image = optarg;
+    else
+      return 2;
+  }
+  if (o.runs < 1)
+    return 2;
+  c = connect_daemon(&o);
+  before = pool_field(c, image, "size");
+  if (set_pool(c, image, size) < 0 || pool_full(c, image, size) < 0) {
+    wr_http_client_close(c);
+    return 1;
+  }
+  printf("warren bench pool: image %s, a pool of %ld; %d runs\n", image, size,
+         o.runs);
+  fflush(stdout);
+  pooled = xcalloc((size_t)o.runs, sizeof(double));
+  plain = xcalloc((size_t)o.runs, sizeof(double));
+  for (int i = 0; i < o.runs; i++) {
+    uint64_t t0;
+    if (pool_full(c, image, size) < 0)
+      break;
+    snprintf(name, sizeof(name), "bench-pool-%d", i);
+    t0 = wr_mono_ns();
+    if (pool_create_exec(c, name, image, true) == 0)
+      pooled[n++] = ms_since(t0);
+    destroy(c, name);
+    snprintf(name, sizeof(name), "bench-plain-%d", i);
+    t0 = wr_mono_ns();
+    if (pool_create_exec(c, name, image, false) == 0)
+      plain[np++] = ms_since(t0);
+    destroy(c, name);
+  }
+  if (n > 0 && np > 0) {
+    double p50 = pct(pooled, n, 50), p90 = pct(pooled, n, 90);
+    double q50 = pct(plain, np, 50), q90 = pct(plain, np, 90);
+    printf("%-34s p50 %8.2f ms  p90 %8.2f ms   plain create + first exec "
+           "p50 %.2f ms  p90 %.2f ms, ratio %.2fx\n",
+           "create from the pool + first exec", p50, p90, q50, q90, p50 / q50);
+  }
+  if (before > 0)
+    set_pool(c, image, before);
+  else
+    set_pool(c, image, 0);
+  wr_http_client_close(c);
+  free(pooled);
+  free(plain);
+  return n > 0 && np > 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -1591,6 +1736,8 @@ int main(int argc, char **argv) {
     return snapshot_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "wake") == 0)
     return wake_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "pool") == 0)
+    return pool_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {
