@@ -184,9 +184,12 @@ static void filled_paused(struct wr_sandbox *sb, void *arg,
     return;
   }
   set_member(sb, WR_POOL_READY);
-  if ((p = wr_pool_find(sb->d, sb->image)) != NULL) {
+  if ((p = wr_pool_find(sb->d, sb->image)) != NULL) { /* it works again */
     p->failures = 0;
     p->retry_at_ms = 0;
+    free(p->last_error);
+    p->last_error = NULL;
+    p->last_error_ms = 0;
   }
   wr_info("pool %s: %s ready", sb->image, sb->name);
   event(sb->d, sb, sb->image, "filled", NULL);
@@ -515,6 +518,13 @@ int wr_pool_claim(struct wr_daemon *d, struct wr_pool_claim *c,
   cl->job.arg = cl;
   wr_job_queue(d, &cl->job);
   return 0;
+}
+
+bool wr_pool_evict(struct wr_sandbox *sb) {
+  if (!sb->pooled || sb->pool_state != WR_POOL_READY)
+    return false;
+  drain(sb, true);
+  return true;
 }
 
 bool wr_pool_refuse(const struct wr_sandbox *sb, wr_http_req_t *req) {

@@ -52,6 +52,10 @@ void wr_pool_free(struct wr_daemon *d);
  */
 int wr_pool_claim(struct wr_daemon *d, struct wr_pool_claim *c,
                   wr_sandbox_done_fn done, void *arg);
+/* For the limiter: take a ready pooled sandbox away to make room (it is
+ * removed; the pool fills again when it can). Pooled sandboxes are the
+ * first to go. Returns false when sb is not a ready pooled one. */
+bool wr_pool_evict(struct wr_sandbox *sb);
 /* For an API handler: replies 409 pooled and returns true for a pool's
  * sandbox. */
 bool wr_pool_refuse(const struct wr_sandbox *sb, wr_http_req_t *req);

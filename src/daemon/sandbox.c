@@ -816,6 +816,8 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
   wr_error_t err;
   int rc = 0;
 
+  if (wr_pool_refuse(sb, req)) /* a pool's, or being claimed */
+    return;
   if (check_reuse(cj, sb, &err) < 0) {
     wr_http_reply_error(req, 409, "conflict", "%s", err.msg);
     return;

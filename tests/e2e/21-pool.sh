@@ -191,3 +191,49 @@ test_kill_mid_fill_keeps_the_pool_coherent() {
   assert_eq "" "$(echo "$leaked" | tr -d ' ')" "sandboxes left behind: $leaked"
   assert_eq "" "$(root_traces $leaked | grep -E 'sb-' || true)" "host traces"
 }
+
+# An image with an empty root, recorded by hand (a build takes minutes):
+# its sandboxes start (init comes from the host) and pause, which is all
+# a pool asks, and moving its root away makes every fill fail.
+EMPTY_IMAGE=pl-empty
+empty_image_up() {
+  sqlite3 "$WR_ROOT/warren.db" "INSERT OR REPLACE INTO images (name, state, created_ms) VALUES ('$EMPTY_IMAGE', 'ready', 0)"
+  mkdir -p "$WR_ROOT/images/$EMPTY_IMAGE/rootfs"
+}
+empty_image_down() {
+  "$WARREN" pool rm "$EMPTY_IMAGE" >/dev/null 2>&1 || true
+  "$WARREN" rm -f pl-e1 >/dev/null 2>&1 || true
+  wait_until 30 pooled_count_is 0 || true
+  [ -d "$WR_ROOT/images/$EMPTY_IMAGE/away" ] &&
+    mv "$WR_ROOT/images/$EMPTY_IMAGE/away" "$WR_ROOT/images/$EMPTY_IMAGE/rootfs"
+  sqlite3 "$WR_ROOT/warren.db" "DELETE FROM images WHERE name = '$EMPTY_IMAGE'"
+  rm -rf "${WR_ROOT:?}/images/$EMPTY_IMAGE"
+}
+
+has_last_error() { # IMAGE
+  [ "$(pool_field "$1" last_error)" != null ]
+}
+
+test_fill_failures_are_retried_and_shown() {
+  local out
+  pool_reset
+  empty_image_up
+  trap empty_image_down EXIT
+  "$WARREN" pool set "$EMPTY_IMAGE" --size 1 >/dev/null || fail "pool set"
+  wait_until 60 pool_ready_is "$EMPTY_IMAGE" 1 || fail "never ready: $(pool_json "$EMPTY_IMAGE")"
+  mv "$WR_ROOT/images/$EMPTY_IMAGE/rootfs" "$WR_ROOT/images/$EMPTY_IMAGE/away"
+  out=$(api POST /v1/sandboxes -d "{\"name\":\"pl-e1\",\"image\":\"$EMPTY_IMAGE\"}")
+  assert_eq true "$(jq -r .from_pool <<<"$out")" "the ready one is taken ($out)"
+  # The refill fails: pool ls says why, and it is tried again later.
+  wait_until 20 has_last_error "$EMPTY_IMAGE" || fail "no last_error: $(pool_json "$EMPTY_IMAGE")"
+  assert_contains "$(pool_field "$EMPTY_IMAGE" last_error)" "no image" "last_error"
+  assert_contains "$("$WARREN" pool ls)" "no image" "pool ls shows the error"
+  assert_eq 0 "$(pool_field "$EMPTY_IMAGE" ready)" "nothing ready meanwhile"
+  out=$("$WARREN" events --json --type pool | jq -r "select(.image == \"$EMPTY_IMAGE\" and .action == \"failed\") | .message" | head -1)
+  assert_contains "$out" "no image" "a failed event"
+  assert_daemon_alive
+  # Once it can, the pool fills again and the error is gone.
+  mv "$WR_ROOT/images/$EMPTY_IMAGE/away" "$WR_ROOT/images/$EMPTY_IMAGE/rootfs"
+  wait_until 90 pool_ready_is "$EMPTY_IMAGE" 1 || fail "never refilled: $(pool_json "$EMPTY_IMAGE")"
+  assert_eq null "$(pool_field "$EMPTY_IMAGE" last_error)" "last_error after a fill that worked"
+}
