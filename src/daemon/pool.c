@@ -92,10 +92,17 @@ static void event(struct wr_daemon *d, const struct wr_sandbox *sb,
 
 /* A fill or claim went wrong: say so in `pool ls`, and wait longer before
  * the next fill the more often it happens. */
+int64_t wr_pool_backoff_ms(unsigned failures) {
+  int64_t wait = BACKOFF_FIRST_MS;
+
+  for (unsigned i = 1; i < failures && wait < BACKOFF_MAX_MS; i++)
+    wait *= 2;
+  return failures == 0 ? 0 : wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS;
+}
+
 static void failed(struct wr_daemon *d, const char *image,
                    const struct wr_sandbox *sb, const char *msg) {
   struct wr_pool *p = wr_pool_find(d, image);
-  int64_t wait = BACKOFF_FIRST_MS;
 
   wr_warn("pool %s: %s", image, msg);
   event(d, sb, image, "failed", msg);
@@ -104,11 +111,8 @@ static void failed(struct wr_daemon *d, const char *image,
   free(p->last_error);
   p->last_error = xstrdup(msg);
   p->last_error_ms = wr_now_ms();
-  for (unsigned i = 0; i < p->failures && wait < BACKOFF_MAX_MS; i++)
-    wait *= 2;
   p->failures++;
-  p->retry_at_ms =
-      wr_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
+  p->retry_at_ms = wr_now_ms() + wr_pool_backoff_ms(p->failures);
 }
 
 static void set_member(struct wr_sandbox *sb, enum wr_pool_member m) {

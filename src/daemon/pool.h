@@ -86,6 +86,9 @@ struct wr_pools {
   bool timer_init;
 };
 
+/* How long a pool waits before its next fill after `failures` in a row
+ * (0 after none): 1 s, doubling, at most a minute. */
+int64_t wr_pool_backoff_ms(unsigned failures);
 struct wr_pool *wr_pool_find(struct wr_daemon *d, const char *image);
 /* Make, resize (size >= 1) or, with size 0, remove the pool of image:
  * stored, then the pool fills or shrinks in the background. */

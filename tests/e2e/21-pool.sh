@@ -57,7 +57,7 @@ identity() { # NAME
 }
 
 test_claim_applies_the_create() {
-  local out ms t0 id mem pooled_id pooled_ident pooled_mid a b p
+  local out ms t0 id mem pooled_id pooled_ident pooled_mid a b p f
   pool_reset
   trap 'pool_reset; "$WARREN" rm -f pl-a pl-b >/dev/null 2>&1 || true' EXIT
   pool_up 2
@@ -79,7 +79,7 @@ test_claim_applies_the_create() {
 
   t0=$(now_ms)
   out=$(api POST /v1/sandboxes -d '{"name":"pl-a","image":"base","env":{"GREETING":"hi"},
-    "labels":{"team":"web"},"memory":"256m","pids":300,"idle_pause":0}')
+    "labels":{"team":"web"},"memory":"256m","cpus":1.5,"pids":300,"idle_pause":0}')
   ms=$(($(now_ms) - t0))
   echo "claim took ${ms} ms end to end (curl included)"
   assert_eq true "$(jq -r .from_pool <<<"$out")" "from_pool ($out)"
@@ -94,6 +94,11 @@ test_claim_applies_the_create() {
     sandbox_cgroup_file "$id" memory memory.max)")
   assert_eq 268435456 "$mem" "memory cgroup limit"
   assert_eq 300 "$(cat "$(sandbox_cgroup_file "$id" pids pids.max)")" "pids limit"
+  if f=$(sandbox_cgroup_file "$id" cpu cpu.cfs_quota_us); then
+    assert_eq 150000 "$(cat "$f")" "cpu quota"
+  else
+    assert_eq 150000 "$(cut -d' ' -f1 "$(sandbox_cgroup_file "$id" cpu cpu.max)")" "cpu.max"
+  fi
   assert_eq 0 "$(sb_get pl-a .idle.pause_after_s)" "idle pause"
   assert_eq false "$(sb_get pl-a .pooled)" "no longer pooled"
   # It is the create's now: ls shows it, and the pool counts the claim.
