@@ -263,14 +263,17 @@ static int64_t pass_one(struct wr_daemon *d, struct wr_pool *p, int64_t now) {
   return 0;
 }
 
-/* Ready sandboxes of an image that has no pool any more go. */
+/* Ready sandboxes of an image that has no pool any more go, and so do
+ * those no create can take: made with another default disk limit (by a
+ * warrend started with another --default-disk). */
 static void drain_orphans(struct wr_daemon *d) {
   struct wr_sandbox *next;
 
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = next) {
     next = sb->next;
     if (sb->pooled && sb->pool_state == WR_POOL_READY && sb->op == WR_OP_NONE &&
-        wr_pool_find(d, sb->image) == NULL)
+        (wr_pool_find(d, sb->image) == NULL ||
+         sb->spec.disk_bytes != d->cfg.default_disk))
       drain(sb, true);
   }
 }
