@@ -215,6 +215,21 @@ static void test_create_workspace(void **state) {
   wr_cli_create_opts_free(&o);
 }
 
+/* Warm pools: --no-pool and --restart-start are sent only when given. */
+static void test_create_pool_options(void **state) {
+  struct wr_cli_create_opts o = {0};
+  wr_error_t err = {0};
+  char **a = ARGV("create", "--image", "vite", "--no-pool", "--restart-start");
+  _cleanup_json_ json_t *body = NULL;
+  (void)state;
+
+  assert_int_equal(wr_cli_create_parse(ARGC(a), a, &o, &err), 0);
+  body = wr_cli_create_body(&o);
+  assert_true(json_is_false(json_object_get(body, "pool")));
+  assert_true(json_is_true(json_object_get(body, "restart_start")));
+  wr_cli_create_opts_free(&o);
+}
+
 /* ---- ls ------------------------------------------------------------------ */
 
 static void test_ls_parse(void **state) {
@@ -234,6 +249,17 @@ static void test_ls_parse(void **state) {
   assert_string_equal(path, "/v1/sandboxes?label=team%3Da%20b&label=x%3D1"
                             "&state=running");
   wr_strv_free(o.labels);
+  {
+    char **all = ARGV("ls", "--all");
+    char **all_state = ARGV("ls", "--state", "paused", "--all");
+    _cleanup_free_ char *p1 = NULL, *p2 = NULL;
+    assert_int_equal(wr_cli_ls_parse(ARGC(all), all, &o, &err), 0);
+    p1 = wr_cli_ls_path(&o);
+    assert_string_equal(p1, "/v1/sandboxes?all=1");
+    assert_int_equal(wr_cli_ls_parse(ARGC(all_state), all_state, &o, &err), 0);
+    p2 = wr_cli_ls_path(&o);
+    assert_string_equal(p2, "/v1/sandboxes?state=paused&all=1");
+  }
   assert_int_equal(wr_cli_ls_parse(ARGC(bad), bad, &o, &err), -1);
   assert_non_null(strstr(err.msg, "invalid --state"));
   assert_int_equal(wr_cli_ls_parse(ARGC(extra), extra, &o, &err), -1);
@@ -969,6 +995,7 @@ int main(void) {
       cmocka_unit_test(test_create_parse),
       cmocka_unit_test(test_create_errors),
       cmocka_unit_test(test_create_workspace),
+      cmocka_unit_test(test_create_pool_options),
       cmocka_unit_test(test_ls_parse),
       cmocka_unit_test(test_exec_parse),
       cmocka_unit_test(test_exec_errors),
