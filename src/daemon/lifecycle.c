@@ -16,6 +16,7 @@
 #include "daemon/events.h"
 #include "daemon/initconn.h"
 #include "daemon/jobs.h"
+#include "daemon/limiter.h"
 #include "daemon/procs.h"
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
@@ -145,6 +146,7 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   wr_debug("sandbox %s: %s (%s) -> %s (%s)", sb->name, state_names[from],
            op_names[from_op] ? op_names[from_op] : "-", state_names[s],
            op_names[op] ? op_names[op] : "-");
+  wr_limiter_on_transition(sb);
 }
 
 void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
@@ -651,7 +653,6 @@ static void wake_after_pause(struct wr_sandbox *sb, void *arg,
 int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
                     wr_sandbox_done_fn done, void *arg) {
   struct wake_retry *r;
-  wr_error_t err;
 
   /* Every request that may wake a sandbox is activity (idle.c). */
   wr_idle_touch(sb, WR_IDLE_REQUEST);
@@ -668,8 +669,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
   }
   if (sb->op != WR_OP_NONE || sb->state != WR_SB_PAUSED)
     return 1;
-  if (wr_sandbox_resume(sb, by, done, arg, &err) < 0)
-    assert(!"a paused sandbox with nothing in flight may resume");
+  /* It needs a running slot: now, or after an eviction or a wait. */
+  wr_limiter_wake(sb, by, done, arg);
   return 0;
 }
 
@@ -683,7 +684,9 @@ static void awake_done(struct wr_sandbox *sb, void *arg,
                        const wr_error_t *err) {
   struct awake_req *a = arg;
 
-  if (err != NULL)
+  if (wr_limiter_wait_error(err))
+    wr_limiter_reply_wait_err(sb->d, a->req, err);
+  else if (err != NULL)
     wr_http_reply_error(a->req, 500, "wake_failed", "wake sandbox `%s`: %s",
                         sb->name, err->msg);
   else

@@ -203,7 +203,9 @@ int wr_sandbox_remove(struct wr_sandbox *sb, bool force,
  * (it is not paused, or it is stopping), and done is never called.
  * Otherwise 0, and done is called once it runs (err: the wake failed):
  * a wake joins the one in flight (one thaw for every request), and waits
- * for a pause in flight to end first.
+ * for a pause in flight to end first. Under --max-running it needs a
+ * running slot (limiter.c): it may evict an idle sandbox or wait in line,
+ * and done then gets ETIMEDOUT if no slot came in time.
  */
 int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
                     wr_sandbox_done_fn done, void *arg);
