@@ -513,7 +513,7 @@ bool wr_limiter_has_room(struct wr_daemon *d, bool running) {
 }
 
 void wr_limiter_on_transition(struct wr_sandbox *sb) {
-  if (sb->d->limiter != NULL)
+  if (sb->d != NULL && sb->d->limiter != NULL)
     kick(sb->d->limiter);
 }
 

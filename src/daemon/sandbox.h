@@ -213,7 +213,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
  * wr_sandbox_wake for an API handler: true when the handler may go on
  * now; false when it must return at once, without answering: again(req,
  * daemon), the handler itself, is called once the sandbox runs, or the
- * request is answered with why the wake failed (500 wake_failed).
+ * request is answered with why the wake failed (500 wake_failed, or 503
+ * queue_timeout with Retry-After when no slot came in time).
  */
 bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
                       enum wr_wake_by by, wr_http_handler_fn again);
