@@ -678,12 +678,14 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
 struct awake_req {
   wr_http_req_t *req;
   wr_http_handler_fn again;
+  struct wr_sandbox *sb; /* alive while a waits: it is one of its waiters */
 };
 
 static void awake_done(struct wr_sandbox *sb, void *arg,
                        const wr_error_t *err) {
   struct awake_req *a = arg;
 
+  wr_http_on_abort(a->req, NULL, NULL);
   if (wr_limiter_wait_error(err))
     wr_limiter_reply_wait_err(sb->d, a->req, err);
   else if (err != NULL)
@@ -694,14 +696,30 @@ static void awake_done(struct wr_sandbox *sb, void *arg,
   free(a);
 }
 
+/* A client that goes away while its wake waits in the limiter's line
+ * leaves it (a wake under way goes on for the others). */
+static void awake_abort(wr_http_req_t *req, void *arg) {
+  struct awake_req *a = arg;
+  wr_error_t err;
+
+  if (!wr_limiter_wake_leave(a->sb, awake_done, a))
+    return;
+  wr_error_setx(&err, ECONNRESET, "the client went away while in line");
+  awake_done(a->sb, a, &err);
+  (void)req;
+}
+
 bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
                       enum wr_wake_by by, wr_http_handler_fn again) {
   struct awake_req *a = xcalloc(1, sizeof(*a));
 
   a->req = req;
   a->again = again;
-  if (wr_sandbox_wake(sb, by, awake_done, a) == 0)
+  a->sb = sb;
+  if (wr_sandbox_wake(sb, by, awake_done, a) == 0) {
+    wr_http_on_abort(req, awake_abort, a);
     return false;
+  }
   free(a);
   return true;
 }

@@ -684,6 +684,31 @@ void wr_limiter_wake(struct wr_sandbox *sb, enum wr_wake_by by,
   l->wakes = ww;
 }
 
+bool wr_limiter_wake_leave(struct wr_sandbox *sb, wr_sandbox_done_fn done,
+                           void *arg) {
+  struct wr_limiter *l = sb->d->limiter;
+  struct wake_wait *ww = NULL;
+
+  for (ww = l ? l->wakes : NULL; ww != NULL && ww->sb != sb; ww = ww->next)
+    ;
+  if (ww == NULL)
+    return false;
+  for (struct wr_sandbox_waiter **pp = &ww->waiters; *pp; pp = &(*pp)->next) {
+    struct wr_sandbox_waiter *w = *pp;
+    if (w->fn != done || w->arg != arg)
+      continue;
+    *pp = w->next;
+    free(w);
+    if (ww->waiters == NULL) {
+      unlink_wake(l, ww);
+      wr_limiter_release(ww->t);
+      wake_tell(ww, NULL);
+    }
+    return true;
+  }
+  return false;
+}
+
 /* ---- HTTP ---------------------------------------------------------------- */
 
 static struct qhttp *find_http(struct wr_daemon *d, wr_http_req_t *req,

@@ -100,6 +100,10 @@ int wr_limiter_start(struct wr_sandbox *sb, const struct wr_limit_want *w,
  * share one); done as wr_sandbox_wake's, ETIMEDOUT when none came. */
 void wr_limiter_wake(struct wr_sandbox *sb, enum wr_wake_by by,
                      wr_sandbox_done_fn done, void *arg);
+/* Take (done, arg) out of a wake of sb waiting in line: true when it was
+ * there (done is then not called); the last to leave leaves the line. */
+bool wr_limiter_wake_leave(struct wr_sandbox *sb, wr_sandbox_done_fn done,
+                           void *arg);
 
 /* ---- HTTP ---------------------------------------------------------------- */
 

@@ -237,3 +237,26 @@ test_daemon_killed_while_waiting_is_retryable() {
   "$WARREN" inspect lim-k >/dev/null 2>&1 && fail "lim-k exists after the restart"
   return 0
 }
+
+test_a_wake_waits_in_line_and_its_client_can_leave() {
+  trap 'lim_cleanup; for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
+  local pid
+  new_sandbox lim-w
+  "$WARREN" pause lim-w >/dev/null
+  new_sandbox lim-a
+  new_sandbox lim-b
+  hold_busy lim-a
+  hold_busy lim-b
+  "$WARREN" exec lim-w -- echo woke >"$LIM_DIR/w.out" 2>&1 &
+  pid=$!
+  wait_until 10 [ "$(limiter .queued)" = 1 ] || fail "the wake is not in line"
+  assert_eq paused "$(state_of lim-w)" "lim-w waits"
+  kill "$pid" 2>/dev/null || true
+  wait_until 5 [ "$(limiter .queued)" = 0 ] || fail "the wake stayed in line"
+  assert_eq paused "$(state_of lim-w)" "lim-w after its client left"
+  # Another wake gets the slot once one is free.
+  let_go lim-b
+  "$WARREN" stop lim-b >/dev/null
+  assert_eq woke "$("$WARREN" exec lim-w -- echo woke)" "the next wake"
+  assert_eq running "$(state_of lim-w)" "lim-w"
+}
