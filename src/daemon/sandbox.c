@@ -811,7 +811,7 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
   int rc = 0;
 
   if (check_reuse(cj, sb, &err) < 0) {
-    wr_http_reply_error(req, 409, "conflict", "%s", err.msg);
+    wr_limiter_reply_error(sb->d, req, 409, "conflict", "%s", err.msg);
     return;
   }
   if (sb->op != WR_OP_NONE) {
@@ -822,8 +822,11 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
     reply_created(req, sb, true);
   else
     rc = wr_limiter_start(sb, &cj->want, false, req, reused, req, &err);
+  /* This create may have waited in line (and streamed) already. */
   if (rc < 0)
-    reply_refused(req, &err, "not_running");
+    wr_limiter_reply_error(sb->d, req, 409,
+                           err.code == EBUSY ? "busy" : "not_running", "%s",
+                           err.msg);
 }
 
 /* Make the sandbox, holding its slot t (NULL: it needs none). */
