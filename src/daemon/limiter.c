@@ -810,18 +810,20 @@ int wr_limiter_acquire_http(struct wr_daemon *d, wr_http_req_t *req,
   q->fn = fn;
   q->arg = arg;
   w->position = http_position;
-  if (wr_limiter_acquire(d, w, http_granted, q, out) == 1) {
-    if (!q->begun)
-      free(q);
-    else
-      d->limiter->http = q, q->next = NULL;
+  if (wr_limiter_acquire(d, w, http_granted, q, out) == 1 && !q->begun) {
+    free(q);
     return 1;
   }
-  q->t = *out;
+  /* In line, or granted at once after a first wait that streamed: its
+   * answer goes at the end of that stream. */
   q->next = d->limiter->http;
   d->limiter->http = q;
-  wr_http_on_abort(req, http_abort, q);
-  return 0;
+  if (!(*out)->granted) {
+    q->t = *out;
+    wr_http_on_abort(req, http_abort, q);
+    return 0;
+  }
+  return 1;
 }
 
 bool wr_limiter_streaming(struct wr_daemon *d, wr_http_req_t *req) {
