@@ -2,7 +2,7 @@
 #include "cli/cli.h"
 
 static const char help[] =
-    "Usage: warren resume NAME...\n"
+    "Usage: warren resume [--queue-timeout T] NAME...\n"
     "\n"
     "Thaw paused sandboxes: their processes go on where they stopped.\n"
     "Prints each name once resumed; goes on after a failure and then\n"

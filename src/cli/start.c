@@ -2,7 +2,7 @@
 #include "cli/cli.h"
 
 static const char help[] =
-    "Usage: warren start NAME...\n"
+    "Usage: warren start [--queue-timeout T] NAME...\n"
     "\n"
     "Start stopped sandboxes (running ones are left as they are). Prints\n"
     "each name once started; goes on after a failure and then exits 1.\n"

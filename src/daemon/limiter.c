@@ -888,10 +888,9 @@ void wr_limiter_reply_wait_err(struct wr_daemon *d, wr_http_req_t *req,
   char retry[64];
 
   snprintf(retry, sizeof(retry), "Retry-After: %d\r\n", RETRY_AFTER_S);
-  if (err->code == ETIMEDOUT)
-    reply_wait_err(d, req, retry, 503, "queue_timeout", "%s", err->msg);
-  else
-    reply_wait_err(d, req, retry, 503, "unavailable", "%s", err->msg);
+  reply_wait_err(d, req, retry, 503,
+                 err->code == ETIMEDOUT ? "queue_timeout" : "unavailable", "%s",
+                 err->msg);
 }
 
 /* ---- the daemon's part ----------------------------------------------------
