@@ -260,3 +260,33 @@ test_a_wake_waits_in_line_and_its_client_can_leave() {
   assert_eq woke "$("$WARREN" exec lim-w -- echo woke)" "the next wake"
   assert_eq running "$(state_of lim-w)" "lim-w"
 }
+
+test_start_waits_and_resume_evicts() {
+  trap 'lim_cleanup; for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
+  local pid
+  new_sandbox lim-s --no-start
+  new_sandbox lim-r
+  "$WARREN" pause lim-r >/dev/null
+  new_sandbox lim-a
+  new_sandbox lim-b
+  # resume of a paused one under a full limit: the least recent idle one
+  # (lim-a) makes room.
+  "$WARREN" exec lim-b -- true
+  assert_eq lim-r "$("$WARREN" resume lim-r)" "resume's output"
+  assert_eq paused "$(state_of lim-a)" "lim-a made room for the resume"
+  assert_eq running "$(state_of lim-r)" "lim-r"
+  # start of a stopped one with both running busy: it waits in line.
+  hold_busy lim-r
+  hold_busy lim-b
+  "$WARREN" start lim-s >"$LIM_DIR/s.out" 2>"$LIM_DIR/s.err" &
+  pid=$!
+  wait_until 10 grep -q "waiting for a free sandbox, #1 in line" "$LIM_DIR/s.err" ||
+    fail "no place in line printed: $(cat "$LIM_DIR/s.err")"
+  assert_eq stopped "$(state_of lim-s)" "lim-s while it waits"
+  let_go lim-b
+  "$WARREN" stop lim-b >/dev/null
+  wait "$pid" || fail "the waiting start failed: $(cat "$LIM_DIR/s.err")"
+  assert_eq lim-s "$(cat "$LIM_DIR/s.out")" "start's output"
+  assert_eq running "$(state_of lim-s)" "lim-s"
+  assert_eq 2 "$(running_count)" "running"
+}
