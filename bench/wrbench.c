@@ -1355,9 +1355,10 @@ static int wake_main(int argc, char **argv) {
 /* ---- wrbench evict --------------------------------------------------------
  *
  * The added latency of a create that must make room: against a warrend
- * with --max-running 1 (bench/run starts one), a create with the slot
- * free, then a create that must first pause that one (the limiter's
- * eviction: a freeze), taking turns so that load weighs on both alike.
+ * with --max-running 1 (bench/run starts one), next to another sandbox
+ * that the client paused (the slot is free) or left running (the create
+ * must first pause it: the limiter's eviction, a freeze), taking turns so
+ * that load weighs on both alike.
  */
 
 static json_t *call_json(wr_http_client_t *c, const char *method,
@@ -1428,15 +1429,23 @@ static int evict_main(int argc, char **argv) {
   fv = xcalloc((size_t)o.runs, sizeof(double));
   ev = xcalloc((size_t)o.runs, sizeof(double));
   printf("warren bench evict: %d runs, --max-running 1\n", o.runs);
-  for (int i = 0; i < o.runs; i++) {
+  destroy(c, "bench-ev-free");
+  destroy(c, "bench-ev-new");
+  for (int i = 0; i < o.runs && create(c, "bench-ev-free") == 0; i++) {
+    /* The same steps before both: the other one running, then paused by
+     * the client (the slot is free) or left running (it must make room). */
+    if (call(c, "POST", "/v1/sandboxes/bench-ev-free/pause", NULL) != 200 ||
+        timed_create(c, "bench-ev-new", &fv[n]) < 0 ||
+        destroy(c, "bench-ev-new") < 0 ||
+        call(c, "POST", "/v1/sandboxes/bench-ev-free/resume", NULL) != 200 ||
+        timed_create(c, "bench-ev-new", &ev[n]) < 0 || !was_evicted(c))
+      break;
+    n++;
+    destroy(c, "bench-ev-new");
     destroy(c, "bench-ev-free");
-    destroy(c, "bench-ev-evict");
-    if (timed_create(c, "bench-ev-free", &fv[n]) == 0 &&
-        timed_create(c, "bench-ev-evict", &ev[n]) == 0 && was_evicted(c))
-      n++;
   }
   destroy(c, "bench-ev-free");
-  destroy(c, "bench-ev-evict");
+  destroy(c, "bench-ev-new");
   if (n > 0) {
     double f50 = pct(fv, n, 50), e50 = pct(ev, n, 50);
     printf("%-34s p50 %8.2f ms  p90 %8.2f ms\n", "create, a slot free", f50,
