@@ -182,26 +182,45 @@ static size_t table_size(const struct wr_limiter *l) {
   return n;
 }
 
-/* The decision for t now; *victim is the sandbox to evict, if any. */
-static enum wr_limit_verdict decide(const struct wr_limiter *l,
-                                    const struct wr_limit_ticket *t,
-                                    struct wr_sandbox **victim) {
+/* What the decision sees: the counts and the candidates, made once for
+ * a pass over the line (each is O(sandboxes + line)). */
+struct view {
   struct wr_limit_counts c;
-  size_t cap = table_size(l) + 1, n, i = 0;
-  _cleanup_free_ struct wr_sandbox **sbs = xcalloc(cap, sizeof(*sbs));
-  _cleanup_free_ struct wr_limit_cand *cands = xcalloc(cap, sizeof(*cands));
-  enum wr_limit_verdict v;
+  struct wr_sandbox **sbs;
+  struct wr_limit_cand *cands;
+  size_t n;
+};
+
+static void view_make(const struct wr_limiter *l, struct view *v) {
+  size_t cap = table_size(l) + 1;
+
+  count(l, &v->c);
+  v->sbs = xcalloc(cap, sizeof(*v->sbs));
+  v->cands = xcalloc(cap, sizeof(*v->cands));
+  v->n = candidates(l, v->sbs, v->cands, cap);
+}
+
+static void view_free(struct view *v) {
+  free(v->sbs);
+  free(v->cands);
+}
+
+/* The decision for t; *victim is the sandbox to evict, if any. A
+ * sandbox that t is for is in line, so never a candidate. */
+static enum wr_limit_verdict decide_in(const struct view *v,
+                                       const struct wr_limit_ticket *t,
+                                       size_t *victim) {
+  return wr_limit_decide(&v->c, t->want.resident, v->cands, v->n, victim);
+}
+
+/* The same for one request not in line yet (the cheap case first). */
+static enum wr_limit_verdict decide(const struct wr_limiter *l,
+                                    const struct wr_limit_ticket *t) {
+  struct wr_limit_counts c;
+  size_t i;
 
   count(l, &c);
-  if (wr_limit_decide(&c, t->want.resident, NULL, 0, &i) == WR_LIMIT_GRANT)
-    return WR_LIMIT_GRANT;
-  n = candidates(l, sbs, cands, cap);
-  for (size_t k = 0; k < n; k++)
-    if (sbs[k] == t->want.sb)
-      cands[k].busy = true;
-  v = wr_limit_decide(&c, t->want.resident, cands, n, &i);
-  *victim = v == WR_LIMIT_PAUSE || v == WR_LIMIT_STOP ? sbs[i] : NULL;
-  return v;
+  return wr_limit_decide(&c, t->want.resident, NULL, 0, &i);
 }
 
 /* ---- tickets --------------------------------------------------------------
@@ -371,26 +390,34 @@ static void tell_position(struct wr_limit_ticket *t, unsigned pos) {
 /* In order: grant the head while there is room; everyone behind makes
  * room for itself, one eviction each at a time. */
 static void pump(struct wr_limiter *l) {
-  struct wr_limit_ticket *t = l->head, *next;
+  struct wr_limit_ticket *t, *next;
   bool blocked = false;
   unsigned pos = 0;
+  struct view v;
 
-  while (t != NULL) {
-    struct wr_sandbox *victim = NULL;
-    enum wr_limit_verdict v = decide(l, t, &victim);
+  view_make(l, &v);
+  for (t = l->head; t != NULL; t = next) {
+    size_t i = 0;
+    enum wr_limit_verdict verdict = decide_in(&v, t, &i);
 
     next = t->next;
-    if (!blocked && v == WR_LIMIT_GRANT) {
+    if (!blocked && verdict == WR_LIMIT_GRANT) {
       grant(t);
-      t = l->head; /* what a grant did may have changed the line */
+      /* What a grant did may have changed the line and the table. */
+      view_free(&v);
+      view_make(l, &v);
+      next = l->head;
       continue;
     }
     blocked = true;
-    if (victim != NULL && t->evict == NULL)
-      evict_for(t, victim, v == WR_LIMIT_STOP);
+    if ((verdict == WR_LIMIT_PAUSE || verdict == WR_LIMIT_STOP) &&
+        t->evict == NULL) {
+      evict_for(t, v.sbs[i], verdict == WR_LIMIT_STOP);
+      v.cands[i].busy = true;
+    }
     tell_position(t, ++pos); /* may end t (its client went away) */
-    t = next;
   }
+  view_free(&v);
   arm_expire(l);
 }
 
@@ -466,13 +493,12 @@ int wr_limiter_acquire(struct wr_daemon *d, const struct wr_limit_want *w,
                        struct wr_limit_ticket **out) {
   struct wr_limiter *l = d->limiter;
   struct wr_limit_ticket *t;
-  struct wr_sandbox *victim;
 
   *out = NULL;
   if (l == NULL) /* the daemon is stopping: nothing to share */
     return 1;
   *out = t = ticket_new(l, w, fn, arg);
-  if (l->head == NULL && decide(l, t, &victim) == WR_LIMIT_GRANT) {
+  if (l->head == NULL && decide(l, t) == WR_LIMIT_GRANT) {
     reserve(t);
     return 1;
   }
@@ -484,13 +510,12 @@ int wr_limiter_try(struct wr_daemon *d, const struct wr_limit_want *w,
                    struct wr_limit_ticket **out) {
   struct wr_limiter *l = d->limiter;
   struct wr_limit_ticket *t;
-  struct wr_sandbox *victim;
 
   *out = NULL;
   if (l == NULL)
     return 0;
   t = ticket_new(l, w, NULL, NULL);
-  if (l->head != NULL || decide(l, t, &victim) != WR_LIMIT_GRANT) {
+  if (l->head != NULL || decide(l, t) != WR_LIMIT_GRANT) {
     ticket_free(t);
     return 0;
   }
