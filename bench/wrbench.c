@@ -9,6 +9,7 @@
  *   wrbench wake [--socket PATH] [--cli PATH] [--runs N]
  *   wrbench snapshot [--socket PATH] [--runs N] [--mib N] [--files N]
  *   wrbench pool [--socket PATH] [--runs N] [--image NAME]
+ *   wrbench evict [--socket PATH] [--runs N]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -21,6 +22,10 @@
  * - create + first exec with a direct-mode workspace of --ws-files files
  *   (the id-mapped mount and the record `warren diff` compares with) vs
  *   bwrap binding the same directory.
+ *
+ * `wrbench evict` (a warrend with --max-running 1): a create with the
+ * slot free vs a create that must first pause the idle one in it, p50 and
+ * p90 of both and the difference (the limiter's added latency).
  *
  * It talks to a running warrend over its unix socket with the project's
  * own HTTP client, and runs bwrap itself.
@@ -1356,6 +1361,117 @@ static int wake_main(int argc, char **argv) {
   return 0;
 }
 
+/* ---- wrbench evict --------------------------------------------------------
+ *
+ * The added latency of a create that must make room: against a warrend
+ * with --max-running 1 (bench/run starts one), next to another sandbox
+ * that the client paused (the slot is free) or left running (the create
+ * must first pause it: the limiter's eviction, a freeze), taking turns so
+ * that load weighs on both alike.
+ */
+
+static json_t *call_json(wr_http_client_t *c, const char *method,
+                         const char *path, const char *body, int want);
+
+static int timed_create(wr_http_client_t *c, const char *name, double *ms) {
+  uint64_t t0 = wr_mono_ns();
+
+  if (create(c, name) < 0)
+    return -1;
+  *ms = ms_since(t0);
+  return 0;
+}
+
+/* The figure counts only when the first one really made room. */
+static bool was_evicted(wr_http_client_t *c) {
+  _cleanup_json_ json_t *sb =
+      call_json(c, "GET", "/v1/sandboxes/bench-ev-free", NULL, 200);
+  const char *state = json_string_value(json_object_get(sb, "state"));
+
+  if (state != NULL && strcmp(state, "paused") == 0)
+    return true;
+  fprintf(stderr, "wrbench evict: the first sandbox is %s, not paused\n",
+          state ? state : "gone");
+  return false;
+}
+
+static int evict_check(wr_http_client_t *c) {
+  _cleanup_json_ json_t *info = call_json(c, "GET", "/v1/info", NULL, 200);
+  json_int_t max = json_integer_value(
+      json_object_get(json_object_get(info, "limiter"), "max_running"));
+
+  if (max == 1)
+    return 0;
+  fprintf(stderr,
+          "wrbench evict: needs a warrend with --max-running 1 (it has "
+          "%lld)\n",
+          (long long)max);
+  return -1;
+}
+
+static int evict_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"runs", required_argument, NULL, 'r'},
+      {NULL, 0, NULL, 0},
+  };
+  struct opts o = {.socket = "/run/warren/warrend.sock", .runs = 20};
+  double *fv, *ev;
+  wr_http_client_t *c;
+  int ch, n = 0;
+
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg);
+    else
+      return 2;
+  }
+  if (o.runs < 1)
+    return 2;
+  c = connect_daemon(&o);
+  if (evict_check(c) < 0) {
+    wr_http_client_close(c);
+    return 1;
+  }
+  fv = xcalloc((size_t)o.runs, sizeof(double));
+  ev = xcalloc((size_t)o.runs, sizeof(double));
+  printf("warren bench evict: %d runs, --max-running 1\n", o.runs);
+  destroy(c, "bench-ev-free");
+  destroy(c, "bench-ev-new");
+  for (int i = 0; i < o.runs && create(c, "bench-ev-free") == 0; i++) {
+    /* The same steps before both: the other one running, then paused by
+     * the client (the slot is free) or left running (it must make room). */
+    if (call(c, "POST", "/v1/sandboxes/bench-ev-free/pause", NULL) != 200 ||
+        timed_create(c, "bench-ev-new", &fv[n]) < 0 ||
+        destroy(c, "bench-ev-new") < 0 ||
+        call(c, "POST", "/v1/sandboxes/bench-ev-free/resume", NULL) != 200 ||
+        timed_create(c, "bench-ev-new", &ev[n]) < 0 || !was_evicted(c))
+      break;
+    n++;
+    destroy(c, "bench-ev-new");
+    destroy(c, "bench-ev-free");
+  }
+  destroy(c, "bench-ev-free");
+  destroy(c, "bench-ev-new");
+  if (n > 0) {
+    double f50 = pct(fv, n, 50), e50 = pct(ev, n, 50);
+    printf("%-34s p50 %8.2f ms  p90 %8.2f ms\n", "create, a slot free", f50,
+           pct(fv, n, 90));
+    printf("%-34s p50 %8.2f ms  p90 %8.2f ms   free p50 %.2f ms, ratio "
+           "%.2fx\n",
+           "create that pauses an idle one", e50, pct(ev, n, 90), f50,
+           e50 / f50);
+    printf("%-34s p50 %8.2f ms  p90 %8.2f ms   (target: <= 10 ms p50)\n",
+           "  the eviction adds", e50 - f50, pct(ev, n, 90) - pct(fv, n, 90));
+  }
+  free(fv);
+  free(ev);
+  wr_http_client_close(c);
+  return n > 0 ? 0 : 1;
+}
+
 /* ---- wrbench snapshot ---------------------------------------------------- */
 
 /* A request whose JSON answer is wanted: the parsed body when the status
@@ -1738,6 +1854,8 @@ int main(int argc, char **argv) {
     return wake_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "pool") == 0)
     return pool_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "evict") == 0)
+    return evict_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {

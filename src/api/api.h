@@ -142,6 +142,11 @@ void wr_http_reply_json(wr_http_req_t *req, int status, struct json_t *body);
 /* {"error":{"code":code,"message":...}} */
 void wr_http_reply_error(wr_http_req_t *req, int status, const char *code,
                          const char *fmt, ...) WR_PRINTF(4, 5);
+/* The same with extra headers ("Name: value\r\n" lines; may be NULL):
+ * a 503's Retry-After. */
+void wr_http_reply_error_headers(wr_http_req_t *req, int status,
+                                 const char *code, const char *extra_headers,
+                                 const char *fmt, ...) WR_PRINTF(5, 6);
 /* Status with an empty body (204, or others). */
 void wr_http_reply_empty(wr_http_req_t *req, int status);
 /* Send `len` bytes of already serialised JSON (borrowed) as

@@ -118,6 +118,18 @@ void wr_http_reply_error(wr_http_req_t *req, int status, const char *code,
   wr_api_req_refuse(req, status, code, NULL, msg);
 }
 
+void wr_http_reply_error_headers(wr_http_req_t *req, int status,
+                                 const char *code, const char *extra_headers,
+                                 const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  wr_api_req_refuse(req, status, code, extra_headers, msg);
+}
+
 void wr_http_reply_empty(wr_http_req_t *req, int status) {
   wr_api_reply(req, status, "application/json", NULL, NULL, 0);
 }

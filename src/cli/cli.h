@@ -121,9 +121,10 @@ struct wr_cli_create_opts {
   bool no_start, json, help;
   bool reuse; /* --reuse: the sandbox named --name if it exists */
   bool has_idle_pause;
-  uint64_t idle_pause_s; /* --idle-pause, in seconds (0: never) */
-  bool no_pool;          /* --no-pool: never a warm pool's sandbox */
-  bool restart_start;    /* --restart-start */
+  uint64_t idle_pause_s;    /* --idle-pause, in seconds (0: never) */
+  uint64_t queue_timeout_s; /* --queue-timeout (0: the daemon's) */
+  bool no_pool;             /* --no-pool: never a warm pool's sandbox */
+  bool restart_start;       /* --restart-start */
 };
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err);
@@ -356,6 +357,26 @@ int wr_cli_post_each(const struct wr_cli_ctx *ctx, char *const *names, size_t n,
 /* All of start, pause and resume: --help, one or more names, the POST. */
 int wr_cli_simple_action(const struct wr_cli_ctx *ctx, int argc, char **argv,
                          const char *cmd, const char *help, const char *suffix);
+
+/* ---- requests that may wait in line (queue.c) ---------------------------- */
+
+/*
+ * A create, start or resume that may wait for a free sandbox: streamed,
+ * printing "waiting for a free sandbox, #N in line" on stderr while it
+ * waits. 0 with *out (the reply); -1 with err: ETIMEDOUT for the daemon's
+ * queue_timeout, EAGAIN for a connection lost while waiting (both say
+ * that it can be retried). queue_timeout_s 0: the daemon's.
+ */
+int wr_cli_call_in_line(const struct wr_cli_ctx *ctx, const char *method,
+                        const char *path, const json_t *body,
+                        uint64_t queue_timeout_s, json_t **out,
+                        wr_error_t *err);
+/* --queue-timeout: whole seconds, 1 to 3600 ("30", "5m"). */
+int wr_cli_parse_queue_timeout(const char *arg, uint64_t *out, wr_error_t *err);
+/* start and resume: --help, --queue-timeout, one or more names. */
+int wr_cli_limited_action(const struct wr_cli_ctx *ctx, int argc, char **argv,
+                          const char *cmd, const char *help,
+                          const char *suffix);
 
 /* ---- output (output.c) --------------------------------------------------- */
 

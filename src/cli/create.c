@@ -55,6 +55,12 @@ static const char help[] =
     "                   it is stopped, wake it if it is paused (refused if\n"
     "                   its image, agent or workspace differ)\n"
     "  --clone          clone mode (see above)\n"
+    "  --queue-timeout T\n"
+    "                   under warrend's --max-running or --max-resident, wait\n"
+    "                   at most T in line for a free sandbox, like 30 or 5m\n"
+    "                   (default: warrend's); the wait shows on stderr as\n"
+    "                   \"waiting for a free sandbox, #1 in line\", and a\n"
+    "                   timed out wait exits 124 and can be retried\n"
     "  --json           print the sandbox as JSON\n"
     "  -h, --help       show this help\n"
     "\n"
@@ -83,6 +89,7 @@ enum {
   OPT_IDLE_PAUSE,
   OPT_NO_POOL,
   OPT_RESTART_START,
+  OPT_QUEUE_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -103,6 +110,7 @@ static const struct option longopts[] = {
     {"idle-pause", required_argument, NULL, OPT_IDLE_PAUSE},
     {"no-pool", no_argument, NULL, OPT_NO_POOL},
     {"restart-start", no_argument, NULL, OPT_RESTART_START},
+    {"queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -151,6 +159,8 @@ static int parse_value(struct wr_cli_create_opts *o, int c, const char *arg,
     o->idle_pause_s = ms / 1000;
     return 0;
   }
+  case OPT_QUEUE_TIMEOUT:
+    return wr_cli_parse_queue_timeout(arg, &o->queue_timeout_s, err);
   case OPT_ENV:
     return wr_cli_push_kv(&o->env, arg, "--env", true, err);
   case OPT_LABEL:
@@ -374,8 +384,11 @@ int wr_cli_cmd_create(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   if (o.clone && wr_cli_clone_check(o.path, &git_dir, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   body = wr_cli_create_body(&o);
-  if (wr_cli_call(ctx, "POST", "/v1/sandboxes", body, &sb, NULL, &err) < 0)
-    return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
+  if (wr_cli_call_in_line(ctx, "POST", "/v1/sandboxes", body, o.queue_timeout_s,
+                          &sb, &err) < 0)
+    return wr_cli_fail(err.code == ETIMEDOUT ? WR_CLI_EXIT_TIMEOUT
+                                             : WR_CLI_EXIT_ERROR,
+                       "%s", err.msg);
   reused = json_is_true(json_object_get(sb, "reused"));
   /* A reused clone-mode sandbox has its clone and its remote already. */
   if (o.clone && !reused && setup_clone(ctx, sb, &o, git_dir, &err) < 0)

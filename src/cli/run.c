@@ -126,10 +126,13 @@ static int get_sandbox(const struct wr_cli_ctx *ctx, const char *name,
 }
 
 /* Running it is: start a stopped one, resume a paused one (the daemon's
- * start does both and answers when it runs). */
+ * start does both and answers when it runs; under warrend's limits it
+ * may wait in line, which stderr shows). */
 static int ensure_running(const struct wr_cli_ctx *ctx, const char *name,
                           const json_t *sb) {
   const char *state = wr_cli_jstr(sb, "state");
+  _cleanup_free_ char *path = wr_cli_sandbox_path(name, "/start");
+  _cleanup_json_ json_t *started = NULL;
   wr_error_t err = {0};
 
   if (strcmp(state, "running") == 0)
@@ -138,7 +141,7 @@ static int ensure_running(const struct wr_cli_ctx *ctx, const char *name,
     fprintf(stderr, "starting sandbox `%s`\n", name);
   else if (strcmp(state, "paused") == 0)
     fprintf(stderr, "resuming sandbox `%s`\n", name);
-  if (wr_cli_sandbox_post(ctx, name, "/start", NULL, &err) < 0)
+  if (wr_cli_call_in_line(ctx, "POST", path, NULL, 0, &started, &err) < 0)
     return wr_cli_fail(-1, "start sandbox `%s`: %s", name, err.msg);
   return 0;
 }

@@ -400,7 +400,9 @@ int wr_cli_cmd_fork(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   if (take(ctx, o.args[0], snap_name, NULL, &snap, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   body = fork_body(src, wr_cli_jstr(snap, "id"), o.name);
-  if (wr_cli_call(ctx, "POST", "/v1/sandboxes", body, &sb, NULL, &err) < 0) {
+  /* The new sandbox may wait for a free one (warrend's --max-running). */
+  if (wr_cli_call_in_line(ctx, "POST", "/v1/sandboxes", body, 0, &sb, &err) <
+      0) {
     wr_error_t ignored = {0};
     _cleanup_free_ char *sp = snapshot_path(wr_cli_jstr(snap, "id"));
     wr_cli_call(ctx, "DELETE", sp, NULL, NULL, NULL, &ignored);

@@ -3,6 +3,7 @@
  */
 #include "daemon/events.h"
 #include "daemon/initconn.h"
+#include "daemon/limiter.h"
 #include "daemon/network.h"
 #include "daemon/pool.h"
 #include "daemon/procs.h"
@@ -29,7 +30,8 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
   }
   wr_http_reply_json(
       req, 200,
-      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b,s:b},s:o,s:o}",
+      json_pack("{s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:b,s:b,s:b,s:b},s:o,s:o,"
+                "s:o}",
                 "version", WR_VERSION, "api_version", 1, "driver", "ns",
                 "cgroup", wr_rt_cgroup_version(d->rt), "root", d->cfg.root,
                 "kernel", u.release, "sandboxes", total, "running", running,
@@ -38,7 +40,7 @@ void wr_api_info(wr_http_req_t *req, void *ctx) {
                 wr_rt_can_limit(d->rt, "pids"), "disk",
                 wr_rt_can_limit(d->rt, "disk"), "sandbox_cas",
                 wr_network_trust_json(d), "resolver",
-                wr_network_resolver_json(d)));
+                wr_network_resolver_json(d), "limiter", wr_limiter_json(d)));
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -78,7 +80,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   rc.cgroup_parent = d->cgroup_parent;
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
       wr_snapshots_init(d, err) < 0 /* snapshots */ ||
-      wr_idle_start(d, err) < 0 || wr_pool_init(d, err) < 0)
+      wr_idle_start(d, err) < 0 || wr_limiter_init(d, err) < 0 ||
+      wr_pool_init(d, err) < 0)
     return -1;
   routes = wr_daemon_routes(&nroutes);
   return wr_http_server_new(loop, routes, nroutes, d, NULL, &d->http, err);
@@ -246,7 +249,8 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_network_shutdown(d);
   wr_snapshots_shutdown(d); /* snapshots */
   wr_idle_stop(d);
-  wr_pool_shutdown(d); /* pool.c */
+  wr_limiter_shutdown(d); /* requests in line end before the server */
+  wr_pool_shutdown(d);    /* pool.c */
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   wr_events_shutdown(d); /* events.c: streams end before the server */

@@ -50,6 +50,9 @@ struct wr_daemon_config {
   struct wr_netlog_limits policy_log; /* the connection log's retention */
   const char *roots_db;               /* the host's registry of state roots */
   size_t events_journal; /* lifecycle events kept (events.c); 0: default */
+  /* The limiter (limiter.c): most sandboxes running, running or paused
+   * (0: no limit), and the longest a request waits for a slot. */
+  unsigned max_running, max_resident, queue_timeout_s;
 };
 
 struct wr_sandbox;
@@ -58,6 +61,7 @@ struct wr_network;
 struct wr_events;
 struct wr_snapshots;
 struct wr_pools;
+struct wr_limiter;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -74,6 +78,7 @@ struct wr_daemon {
   struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */
   struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
   struct wr_pools *pools;         /* warm pools (pool.c) */
+  struct wr_limiter *limiter;     /* slots and their queue (limiter.c) */
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

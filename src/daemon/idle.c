@@ -75,6 +75,15 @@ static bool has_watchers(const struct wr_sandbox *sb) {
   return false;
 }
 
+/* CPU use counts only while it runs: a paused one's last sample is
+ * from before it froze. */
+bool wr_idle_busy(const struct wr_sandbox *sb) {
+  return sb->op != WR_OP_NONE || sb->removed || has_watchers(sb) ||
+         sb->net_conns > 0 ||
+         (sb->state == WR_SB_RUNNING && sb->idle.kind == WR_IDLE_CPU &&
+          wr_now_ms() - sb->idle.active_ms < 2 * WR_IDLE_TICK_MS);
+}
+
 /* CPU use since the last sample, in thousandths of one CPU over the wall
  * time between them; -1 when unknown (the first sample, or a host that
  * does not say). */

@@ -37,6 +37,10 @@ const char *wr_idle_kind_name(enum wr_idle_kind k);
 void wr_idle_touch(struct wr_sandbox *sb, enum wr_idle_kind kind);
 void wr_idle_touch_at(struct wr_sandbox *sb, enum wr_idle_kind kind,
                       int64_t at_ms);
+/* Whether sb is doing something by these rules now (an operation in
+ * flight, an attached client, an open connection, CPU use at the last
+ * tick): the limiter evicts only sandboxes that are not. */
+bool wr_idle_busy(const struct wr_sandbox *sb);
 /* Seconds of nothing after which sb pauses; 0: never. */
 int64_t wr_idle_pause_after(const struct wr_sandbox *sb);
 /* Its state changed (wr_sandbox_transition calls this). */

@@ -16,6 +16,7 @@
 #include "daemon/events.h"
 #include "daemon/initconn.h"
 #include "daemon/jobs.h"
+#include "daemon/limiter.h"
 #include "daemon/procs.h"
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
@@ -145,6 +146,7 @@ void wr_sandbox_transition(struct wr_sandbox *sb, enum wr_sandbox_state s,
   wr_debug("sandbox %s: %s (%s) -> %s (%s)", sb->name, state_names[from],
            op_names[from_op] ? op_names[from_op] : "-", state_names[s],
            op_names[op] ? op_names[op] : "-");
+  wr_limiter_on_transition(sb);
 }
 
 void wr_sandbox_set_state(struct wr_sandbox *sb, enum wr_sandbox_state s,
@@ -651,7 +653,6 @@ static void wake_after_pause(struct wr_sandbox *sb, void *arg,
 int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
                     wr_sandbox_done_fn done, void *arg) {
   struct wake_retry *r;
-  wr_error_t err;
 
   /* Every request that may wake a sandbox is activity (idle.c). */
   wr_idle_touch(sb, WR_IDLE_REQUEST);
@@ -668,8 +669,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
   }
   if (sb->op != WR_OP_NONE || sb->state != WR_SB_PAUSED)
     return 1;
-  if (wr_sandbox_resume(sb, by, done, arg, &err) < 0)
-    assert(!"a paused sandbox with nothing in flight may resume");
+  /* It needs a running slot: now, or after an eviction or a wait. */
+  wr_limiter_wake(sb, by, done, arg);
   return 0;
 }
 
@@ -677,18 +678,35 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
 struct awake_req {
   wr_http_req_t *req;
   wr_http_handler_fn again;
+  struct wr_sandbox *sb; /* alive while a waits: it is one of its waiters */
 };
 
 static void awake_done(struct wr_sandbox *sb, void *arg,
                        const wr_error_t *err) {
   struct awake_req *a = arg;
 
-  if (err != NULL)
+  wr_http_on_abort(a->req, NULL, NULL);
+  if (wr_limiter_wait_error(err))
+    wr_limiter_reply_wait_err(sb->d, a->req, err);
+  else if (err != NULL)
     wr_http_reply_error(a->req, 500, "wake_failed", "wake sandbox `%s`: %s",
                         sb->name, err->msg);
   else
     a->again(a->req, sb->d);
   free(a);
+}
+
+/* A client that goes away while its wake waits in the limiter's line
+ * leaves it (a wake under way goes on for the others). */
+static void awake_abort(wr_http_req_t *req, void *arg) {
+  struct awake_req *a = arg;
+  wr_error_t err;
+
+  if (!wr_limiter_wake_leave(a->sb, awake_done, a))
+    return;
+  wr_error_setx(&err, ECONNRESET, "the client went away while in line");
+  awake_done(a->sb, a, &err);
+  (void)req;
 }
 
 bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
@@ -697,8 +715,11 @@ bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
 
   a->req = req;
   a->again = again;
-  if (wr_sandbox_wake(sb, by, awake_done, a) == 0)
+  a->sb = sb;
+  if (wr_sandbox_wake(sb, by, awake_done, a) == 0) {
+    wr_http_on_abort(req, awake_abort, a);
     return false;
+  }
   free(a);
   return true;
 }

@@ -67,6 +67,17 @@ static const char usage[] =
     "                     (requests, attached clients, connections, CPU use),\n"
     "                     unless it was created with its own; any request\n"
     "                     wakes it (default 300; 0: never)\n"
+    "  --max-running N    at most N sandboxes running: a create, start,\n"
+    "                     resume or wake past it pauses the least recently\n"
+    "                     active idle one, or waits in line (default 0: no\n"
+    "                     limit)\n"
+    "  --max-resident N   at most N sandboxes running or paused: past it the\n"
+    "                     least recently active paused one is stopped\n"
+    "                     (default 0: no limit)\n"
+    "  --queue-timeout SECONDS\n"
+    "                     the longest a request waits in line for a slot; a\n"
+    "                     request may ask for less (default 300; 0: never\n"
+    "                     wait)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --cgroup-favor-dynmods\n"
@@ -173,6 +184,19 @@ static unsigned parse_idle(const char *s) {
   return (unsigned)n;
 }
 
+/* The limiter's options (limiter.c): a count, or seconds up to an hour. */
+static unsigned parse_limit(const char *opt, const char *s, uint64_t max) {
+  uint64_t n;
+  wr_error_t err;
+
+  if (wr_parse_u64(s, 0, max, &n, &err) < 0) {
+    fprintf(stderr, "warrend: %s takes 0 to %llu, not `%s`\n", opt,
+            (unsigned long long)max, s);
+    exit(2);
+  }
+  return (unsigned)n;
+}
+
 static unsigned parse_pool(const char *s) {
   uint64_t n;
   wr_error_t err;
@@ -240,6 +264,9 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"npm-registry", required_argument, NULL, 'P'},
       {"netns-pool", required_argument, NULL, 'N'},
       {"idle-pause", required_argument, NULL, 'I'},
+      {"max-running", required_argument, NULL, 'X'},   /* limiter.c */
+      {"max-resident", required_argument, NULL, 'Y'},  /* limiter.c */
+      {"queue-timeout", required_argument, NULL, 'Q'}, /* limiter.c */
       {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -308,6 +335,15 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
     case 'I':
       cfg->idle_pause_s = parse_idle(optarg);
       break;
+    case 'X': /* limiter.c */
+      cfg->max_running = parse_limit("--max-running", optarg, 1u << 20);
+      break;
+    case 'Y':
+      cfg->max_resident = parse_limit("--max-resident", optarg, 1u << 20);
+      break;
+    case 'Q':
+      cfg->queue_timeout_s = parse_limit("--queue-timeout", optarg, 3600);
+      break;
     case 'F':
       cfg->cgroup_favor_dynmods = true;
       break;
@@ -368,6 +404,7 @@ int main(int argc, char **argv) {
       .default_image = "base",
       .netns_pool = 4,
       .idle_pause_s = 300,
+      .queue_timeout_s = 300,
       .host_ca_dir = "/usr/local/share/ca-certificates",
       .policy_log = {.max = WR_NETLOG_MAX,
                      .sandbox_max = WR_NETLOG_SANDBOX_MAX},

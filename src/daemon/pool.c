@@ -16,6 +16,7 @@
  */
 #include "daemon/events.h"
 #include "daemon/jobs.h"
+#include "daemon/limiter.h"
 #include "daemon/pool.h"
 
 #include <fcntl.h>
@@ -217,19 +218,29 @@ static void filled(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   }
 }
 
+/* One more spare: 0, or 1 when the limiter has no slot free for it (a
+ * spare never evicts anyone, nor waits in line: it takes a slot that no
+ * one wants, and is the first to go when someone does), or -1. */
 static int fill_one(struct wr_daemon *d, struct wr_pool *p) {
-  _cleanup_free_ char *name = member_name(d, p->image);
+  const struct wr_limit_want want = {.what = "pool", .resident = true};
+  _cleanup_free_ char *name = NULL;
+  struct wr_limit_ticket *t = NULL;
   struct wr_sandbox *sb;
   wr_error_t err;
 
+  if (wr_limiter_try(d, &want, &t) == 0)
+    return 1;
+  name = member_name(d, p->image);
   sb = wr_sandbox_add(d, name, p->image, member_names[WR_POOL_FILLING], &err);
   if (sb == NULL) {
+    wr_limiter_release(t);
     failed(d, p->image, NULL, err.msg);
     return -1;
   }
   sb->pooled = true;
   sb->pool_state = WR_POOL_FILLING;
-  wr_sandbox_create(sb, true, filled, NULL);
+  wr_sandbox_create(sb, true, wr_limiter_release_then,
+                    wr_limiter_hold(t, filled, NULL));
   return 0;
 }
 
@@ -257,9 +268,14 @@ static int64_t pass_one(struct wr_daemon *d, struct wr_pool *p, int64_t now) {
   if (p->retry_at_ms > now)
     return p->retry_at_ms;
   for (unsigned filling = c.n[WR_POOL_FILLING];
-       have < p->size && filling < WR_POOL_FILL_AT_ONCE; have++, filling++)
-    if (fill_one(d, p) < 0)
+       have < p->size && filling < WR_POOL_FILL_AT_ONCE; have++, filling++) {
+    int rc = fill_one(d, p);
+
+    if (rc < 0)
       return p->retry_at_ms;
+    if (rc > 0) /* the limits are reached: look again later */
+      return now + WR_POOL_NO_ROOM_RETRY_MS;
+  }
   return 0;
 }
 
@@ -527,11 +543,34 @@ int wr_pool_claim(struct wr_daemon *d, struct wr_pool_claim *c,
   return 0;
 }
 
-bool wr_pool_evict(struct wr_sandbox *sb) {
-  if (!sb->pooled || sb->pool_state != WR_POOL_READY)
-    return false;
-  drain(sb, true);
-  return true;
+struct removal {
+  wr_sandbox_done_fn done;
+  void *arg;
+};
+
+static void removed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  struct removal *r = arg;
+
+  kick(sb->d); /* one fewer: fill again when there is room */
+  r->done(sb, r->arg, err);
+  free(r);
+}
+
+int wr_pool_remove(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg,
+                   wr_error_t *err) {
+  struct removal *r = xmalloc(sizeof(*r));
+
+  *r = (struct removal){done, arg};
+  if (wr_sandbox_remove(sb, true, removed, r, err) < 0) {
+    free(r);
+    return -1;
+  }
+  return 0;
+}
+
+bool wr_pool_has_ready(struct wr_daemon *d, const char *image,
+                       uint64_t disk_bytes) {
+  return pick(d, image, disk_bytes) != NULL;
 }
 
 bool wr_pool_refuse(const struct wr_sandbox *sb, wr_http_req_t *req) {

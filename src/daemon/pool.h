@@ -17,6 +17,9 @@
 
 #define WR_POOL_MAX_SIZE 64
 #define WR_POOL_FILL_AT_ONCE 2
+/* Under --max-running/--max-resident with no slot free, a pool looks
+ * again this often. */
+#define WR_POOL_NO_ROOM_RETRY_MS 1000
 
 /* What a create gives the sandbox it claims. Owned by the claim once
  * wr_pool_claim has taken it. */
@@ -52,10 +55,13 @@ void wr_pool_free(struct wr_daemon *d);
  */
 int wr_pool_claim(struct wr_daemon *d, struct wr_pool_claim *c,
                   wr_sandbox_done_fn done, void *arg);
-/* For the limiter: take a ready pooled sandbox away to make room (it is
- * removed; the pool fills again when it can). Pooled sandboxes are the
- * first to go. Returns false when sb is not a ready pooled one. */
-bool wr_pool_evict(struct wr_sandbox *sb);
+/* For the limiter: remove a pool's spare to make room (as
+ * wr_sandbox_remove with force); the pool fills again when it can. */
+int wr_pool_remove(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg,
+                   wr_error_t *err);
+/* Whether wr_pool_claim would find a ready sandbox of image now. */
+bool wr_pool_has_ready(struct wr_daemon *d, const char *image,
+                       uint64_t disk_bytes);
 /* For an API handler: replies 409 pooled and returns true for a pool's
  * sandbox. */
 bool wr_pool_refuse(const struct wr_sandbox *sb, wr_http_req_t *req);

@@ -7,6 +7,7 @@
  */
 #include "daemon/jobs.h"
 #include "daemon/kits.h"
+#include "daemon/limiter.h"
 #include "daemon/pool.h"
 #include "daemon/procs.h"
 #include "daemon/request.h"
@@ -696,18 +697,30 @@ static int kit_rules(struct wr_daemon *d, struct wr_sandbox *sb,
 
 /* Create's errors have codes of their own: a name that is taken, an image
  * that does not exist. */
-static void reply_create_err(wr_http_req_t *req, const wr_error_t *err) {
+static void reply_create_err(struct wr_daemon *d, wr_http_req_t *req,
+                             const wr_error_t *err) {
   if (err->code == EEXIST)
-    wr_http_reply_error(req, 409, "name_conflict", "%s", err->msg);
+    wr_limiter_reply_error(d, req, 409, "name_conflict", "%s", err->msg);
   else if (err->code == ENOENT)
-    wr_http_reply_error(req, 404, "image_not_found", "%s", err->msg);
+    wr_limiter_reply_error(d, req, 404, "image_not_found", "%s", err->msg);
+  else if (wr_limiter_streaming(d, req))
+    wr_limiter_reply_error(d, req, 500, "create_failed", "%s", err->msg);
   else
     wr_reply_err(req, err);
 }
 
+/* An operation's answer: it may come after a wait in line (limiter.c). */
 static void reply_sandbox(wr_http_req_t *req, int status,
                           struct wr_sandbox *sb) {
-  wr_http_reply_json(req, status, wr_sandbox_json(sb));
+  wr_limiter_reply_json(sb->d, req, status, wr_sandbox_json(sb));
+}
+
+static void reply_failed(struct wr_sandbox *sb, wr_http_req_t *req,
+                         const char *code, const wr_error_t *err) {
+  if (wr_limiter_wait_error(err))
+    wr_limiter_reply_wait_err(sb->d, req, err);
+  else
+    wr_limiter_reply_error(sb->d, req, 500, code, "%s", err->msg);
 }
 
 /* An operation refused at once: 409, busy or the code the handler names
@@ -726,14 +739,14 @@ static void reply_created(wr_http_req_t *req, struct wr_sandbox *sb,
 
   json_object_set_new(j, "reused", json_boolean(reused));
   json_object_set_new(j, "from_pool", json_false()); /* pool.c */
-  wr_http_reply_json(req, reused ? 200 : 201, j);
+  wr_limiter_reply_json(sb->d, req, reused ? 200 : 201, j);
 }
 
 static void created(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   wr_http_req_t *req = arg;
 
   if (err != NULL)
-    wr_http_reply_error(req, 500, "create_failed", "%s", err->msg);
+    reply_failed(sb, req, "create_failed", err);
   else
     reply_created(req, sb, false);
 }
@@ -742,12 +755,20 @@ static void created(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
  * workspace is checked on the threadpool, the job that does it. */
 struct create_job {
   struct wr_job job;
+  struct wr_daemon *d;
   wr_http_req_t *req;
   json_t *body;
   struct create_req c;
+  struct wr_limit_want want; /* its wait for a slot (limiter.c) */
+  /* A claim of a pool's spare (pool.c): its running slot, and the
+   * environment it gives the spare. */
+  struct wr_limit_ticket *ticket;
+  char **claim_env;
 };
 
 static void create_job_free(struct create_job *cj) {
+  wr_limiter_release(cj->ticket);
+  wr_strv_free(cj->claim_env);
   create_req_clear(&cj->c);
   json_decref(cj->body);
   free(cj);
@@ -795,7 +816,7 @@ static int check_reuse(const struct create_job *cj, const struct wr_sandbox *sb,
 
 static void reused(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   if (err != NULL)
-    wr_http_reply_error(arg, 500, "start_failed", "%s", err->msg);
+    reply_failed(sb, arg, "start_failed", err);
   else
     reply_created(arg, sb, true);
 }
@@ -819,7 +840,7 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
   if (wr_pool_refuse(sb, req)) /* a pool's, or being claimed */
     return;
   if (check_reuse(cj, sb, &err) < 0) {
-    wr_http_reply_error(req, 409, "conflict", "%s", err.msg);
+    wr_limiter_reply_error(sb->d, req, 409, "conflict", "%s", err.msg);
     return;
   }
   if (sb->op != WR_OP_NONE) {
@@ -828,17 +849,18 @@ static void reuse(struct create_job *cj, struct wr_sandbox *sb) {
   }
   if (!cj->c.start || sb->state == WR_SB_RUNNING)
     reply_created(req, sb, true);
-  else if (sb->state == WR_SB_PAUSED)
-    rc = wr_sandbox_resume(sb, WR_WAKE_API, reused, req, &err);
   else
-    rc = wr_sandbox_start(sb, reused, req, &err);
+    rc = wr_limiter_start(sb, &cj->want, false, req, reused, req, &err);
+  /* This create may have waited in line (and streamed) already. */
   if (rc < 0)
-    reply_refused(req, &err, "not_running");
+    wr_limiter_reply_error(sb->d, req, 409,
+                           err.code == EBUSY ? "busy" : "not_running", "%s",
+                           err.msg);
 }
 
 /* ---- warm pools (pool.c) ---------------------------------------------- */
 
-static void create_go(struct wr_daemon *d, struct create_job *cj);
+static bool create_go(struct wr_daemon *d, struct create_job *cj);
 
 struct wr_sandbox *wr_sandbox_add(struct wr_daemon *d, const char *name,
                                   const char *image, const char *pool_state,
@@ -876,39 +898,30 @@ static void claimed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   struct create_job *cj = arg;
   json_t *j;
 
+  wr_limiter_release(cj->ticket); /* it is running, or made the usual way */
+  cj->ticket = NULL;
   if (err != NULL) { /* make one the usual way */
     wr_info("create: %s; creating a sandbox of `%s` without the pool", err->msg,
             cj->c.image);
-    create_go(sb->d, cj);
+    if (create_go(sb->d, cj))
+      return;
   } else {
     j = wr_sandbox_json(sb);
     json_object_set_new(j, "reused", json_false());
     json_object_set_new(j, "from_pool", json_true());
-    wr_http_reply_json(cj->req, 201, j);
+    wr_limiter_reply_json(sb->d, cj->req, 201, j);
   }
   create_job_free(cj);
 }
 
-/*
- * A create that a pooled sandbox can be, takes one: 0 when it did (the
- * request is answered when the claim ends), 1 when it must make its own.
- * What a pooled sandbox cannot become (docs/templates.md lists it): one
- * that stays stopped, has a workspace, a snapshot or an agent, or another
- * disk limit than the pool's sandboxes.
- */
-static int from_pool(struct wr_daemon *d, struct create_job *cj) {
+/* With a running slot (cj->ticket; the spare is resident already): take
+ * a spare, or, when none is left, make the sandbox the usual way. */
+static void claim_now(struct wr_daemon *d, struct create_job *cj) {
   struct create_req *c = &cj->c;
   struct wr_pool_claim cl = {.image = c->image};
-  wr_error_t err;
   int rc;
 
-  if (!c->pool || !c->start || c->workspace != NULL || c->snapshot != NULL ||
-      c->agent != NULL || wr_pool_find(d, c->image) == NULL)
-    return 1;
-  if (merge_env(c, &cl.env, &err) < 0) {
-    wr_strv_free(cl.env);
-    return 1; /* the usual way says what is wrong with it */
-  }
+  cl.env = steal_ptr(&cj->claim_env);
   cl.name = c->name ? xstrdup(c->name) : NULL;
   cl.labels = c->labels ? json_deep_copy(c->labels) : json_object();
   cl.workdir = xstrdup(c->workdir ? c->workdir : "/");
@@ -920,43 +933,110 @@ static int from_pool(struct wr_daemon *d, struct create_job *cj) {
   cl.restart_start = c->restart_start;
   rc = wr_pool_claim(d, &cl, claimed, cj);
   wr_pool_claim_clear(&cl);
-  return rc;
+  if (rc == 0)
+    return;
+  wr_limiter_release(cj->ticket);
+  cj->ticket = NULL;
+  if (!create_go(d, cj))
+    create_job_free(cj);
 }
 
-/* Everything is checked: make the sandbox. */
-static void create_go(struct wr_daemon *d, struct create_job *cj) {
+static void claim_granted(struct wr_limit_ticket *t, void *arg,
+                          const wr_error_t *err) {
+  struct create_job *cj = arg;
+
+  if (err != NULL) {
+    wr_limiter_reply_wait_err(cj->d, cj->req, err);
+    create_job_free(cj);
+    return;
+  }
+  cj->ticket = t;
+  claim_now(cj->d, cj);
+}
+
+/*
+ * A create that a pooled sandbox can be takes one: 0 when it does (cj is
+ * kept, and the request answered when the claim ends), 1 when it must
+ * make its own. What a pooled sandbox cannot become (docs/templates.md
+ * lists it): one that stays stopped, has a workspace, a snapshot or an
+ * agent, or another disk limit than the pool's sandboxes. The claim needs
+ * a running slot (the limiter's; it may wait in line for one).
+ */
+static int from_pool(struct wr_daemon *d, struct create_job *cj) {
   struct create_req *c = &cj->c;
-  wr_http_req_t *req = cj->req;
-  struct wr_sandbox *sb;
+  struct wr_limit_want want = cj->want;
   wr_error_t err;
 
-  /* The workspace check took a while: the name may be taken by now, and
-   * a create with reuse then takes that sandbox. */
+  if (!c->pool || !c->start || c->workspace != NULL || c->snapshot != NULL ||
+      c->agent != NULL || !wr_pool_has_ready(d, c->image, c->disk))
+    return 1;
+  if (merge_env(c, &cj->claim_env, &err) < 0) {
+    wr_strv_free(steal_ptr(&cj->claim_env));
+    return 1; /* the usual way says what is wrong with it */
+  }
+  cj->d = d;
+  want.resident = false;
+  if (wr_limiter_acquire_http(d, cj->req, &want, claim_granted, cj,
+                              &cj->ticket) == 1)
+    claim_now(d, cj);
+  return 0;
+}
+
+/* Make the sandbox, holding its slot t (NULL: it needs none). */
+static void create_now(struct wr_daemon *d, struct create_job *cj,
+                       struct wr_limit_ticket *t) {
+  struct create_req *c = &cj->c;
+  wr_http_req_t *req = cj->req;
+  struct wr_sandbox *sb = NULL;
+  wr_error_t err;
+
+  /* The workspace check or the wait took a while: the name may be taken
+   * by now, and a create with reuse then takes that sandbox. */
   if (c->reuse && find_by_name(d, c->name) != NULL) {
+    wr_limiter_release(t);
     wr_api_sandbox_create(req, d);
     return;
   }
-  if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL) {
+  if (c->name != NULL && wr_sandbox_find(d, c->name) != NULL)
     wr_error_setx(&err, EEXIST, "a sandbox named `%s` already exists", c->name);
-    reply_create_err(req, &err);
-    return;
-  }
-  if ((sb = sandbox_new(d, c, &err)) == NULL) {
-    reply_create_err(req, &err);
-    return;
-  }
-  if (sandbox_insert(d, sb, &err) < 0) {
+  else if ((sb = sandbox_new(d, c, &err)) != NULL &&
+           sandbox_insert(d, sb, &err) < 0)
     wr_sandbox_free(sb);
-    reply_create_err(req, &err);
-    return;
-  }
-  if (c->has_kit && kit_rules(d, sb, &c->kit, &err) < 0) {
-    reply_create_err(req, &err);
+  else if (sb != NULL && c->has_kit && kit_rules(d, sb, &c->kit, &err) < 0) {
     wr_store_sandbox_delete(d->store, sb->id, NULL);
     wr_sandbox_table_remove(sb);
+  } else if (sb != NULL) {
+    wr_sandbox_create(sb, c->start, wr_limiter_release_then,
+                      wr_limiter_hold(t, created, req));
     return;
   }
-  wr_sandbox_create(sb, c->start, created, req);
+  wr_limiter_release(t);
+  reply_create_err(d, req, &err);
+}
+
+static void create_granted(struct wr_limit_ticket *t, void *arg,
+                           const wr_error_t *err) {
+  struct create_job *cj = arg;
+
+  if (err != NULL)
+    wr_limiter_reply_wait_err(cj->d, cj->req, err);
+  else
+    create_now(cj->d, cj, t);
+  create_job_free(cj);
+}
+
+/* Everything is checked: a create that starts waits for a slot (the row
+ * is made only then, so that `ls` shows no sandbox that is not there).
+ * True when cj was kept for that wait. */
+static bool create_go(struct wr_daemon *d, struct create_job *cj) {
+  struct wr_limit_ticket *t = NULL;
+
+  cj->d = d;
+  if (cj->c.start && wr_limiter_acquire_http(d, cj->req, &cj->want,
+                                             create_granted, cj, &t) == 0)
+    return true;
+  create_now(d, cj, t);
+  return false;
 }
 
 static void workspace_work(struct wr_job *job) {
@@ -969,16 +1049,33 @@ static void workspace_done(struct wr_job *job) {
   struct create_job *cj = job->arg;
 
   if (job->result < 0)
-    reply_create_err(cj->req, &job->err);
-  else
-    create_go(job->d, cj);
+    reply_create_err(job->d, cj->req, &job->err);
+  else if (create_go(job->d, cj))
+    return;
   create_job_free(cj);
+}
+
+/* The wait's own timeout: the body's queue_timeout, else the query's. */
+static int check_queue(wr_http_req_t *req, struct wr_limit_want *w,
+                       int64_t seconds) {
+  if (seconds < 0 || seconds > WR_LIMIT_QUEUE_TIMEOUT_MAX) {
+    wr_http_reply_error(req, 400, "bad_request",
+                        "queue_timeout must be between 0 and %d seconds",
+                        WR_LIMIT_QUEUE_TIMEOUT_MAX);
+    return -1;
+  }
+  if (wr_limiter_http_want(req, w) < 0)
+    return -1;
+  if (seconds > 0)
+    w->timeout_ms = (uint64_t)seconds * 1000;
+  return 0;
 }
 
 void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   struct wr_daemon *d = ctx;
   struct create_job *cj = xcalloc(1, sizeof(*cj));
   struct create_req *c = &cj->c;
+  int64_t queue_timeout = 0;
   struct wr_json_field f[] = {
       {"name", WR_JSON_STRING, &c->name, false, NULL},
       {"image", WR_JSON_STRING, &c->image, false, NULL},
@@ -997,11 +1094,16 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       {"idle_pause", WR_JSON_INT, &c->idle_pause, false, NULL},
       {"pool", WR_JSON_BOOL, &c->pool, false, NULL},
       {"restart_start", WR_JSON_BOOL, &c->restart_start, false, NULL},
+      /* limiter.c: stream the place in line; wait at most this long */
+      {"stream", WR_JSON_BOOL, &cj->want.stream, false, NULL},
+      {"queue_timeout", WR_JSON_INT, &queue_timeout, false, NULL},
   };
   struct wr_sandbox *sb;
   wr_error_t err;
 
   cj->req = req;
+  cj->want.what = "create";
+  cj->want.resident = true;
   c->image = d->cfg.default_image;
   c->disk = d->cfg.default_disk;
   c->idle_pause = -1;
@@ -1009,6 +1111,10 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   c->pool = true;
   c->ws.state_root = d->cfg.root;
   cj->body = wr_req_json(req, f, WR_ARRAY_SIZE(f));
+  if (cj->body != NULL && check_queue(req, &cj->want, queue_timeout) < 0) {
+    create_job_free(cj);
+    return;
+  }
   if (cj->body != NULL && c->reuse && c->name == NULL) {
     wr_http_reply_error(req, 400, "bad_request",
                         "reuse needs a name: the sandbox to reuse");
@@ -1022,15 +1128,15 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   }
   if (cj->body == NULL || check_create(d, c, &err) < 0) {
     if (cj->body != NULL)
-      reply_create_err(req, &err);
+      reply_create_err(d, req, &err);
     create_job_free(cj);
     return;
   }
   if (c->workspace == NULL && from_pool(d, cj) == 0)
     return;
   if (c->workspace == NULL) {
-    create_go(d, cj);
-    create_job_free(cj);
+    if (!create_go(d, cj))
+      create_job_free(cj);
     return;
   }
   cj->job.fn = workspace_work;
@@ -1045,7 +1151,7 @@ static void started(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   wr_http_req_t *req = arg;
 
   if (err != NULL)
-    wr_http_reply_error(req, 500, "start_failed", "%s", err->msg);
+    reply_failed(sb, req, "start_failed", err);
   else
     reply_sandbox(req, 200, sb);
 }
@@ -1055,7 +1161,7 @@ static void frozen_or_thawed(struct wr_sandbox *sb, wr_http_req_t *req,
                              const wr_error_t *err,
                              enum wr_sandbox_state want) {
   if (err != NULL)
-    wr_http_reply_error(req, 500, "internal", "%s", err->msg);
+    reply_failed(sb, req, "internal", err);
   else
     reply_sandbox(req, sb->state == want ? 200 : 409, sb);
 }
@@ -1068,19 +1174,19 @@ static void resumed(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   frozen_or_thawed(sb, arg, err, WR_SB_RUNNING);
 }
 
+/* Both wait for a slot when the limiter says so (limiter.c). */
 void wr_api_sandbox_start(wr_http_req_t *req, void *ctx) {
   struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_limit_want w = {.what = "start"};
+  bool paused;
   wr_error_t err;
-  int rc;
 
-  if (sb == NULL)
+  if (sb == NULL || wr_limiter_http_want(req, &w) < 0)
     return;
   /* Start means "make it run": a paused one is resumed. */
-  if (sb->op == WR_OP_NONE && sb->state == WR_SB_PAUSED)
-    rc = wr_sandbox_resume(sb, WR_WAKE_API, resumed, req, &err);
-  else
-    rc = wr_sandbox_start(sb, started, req, &err);
-  if (rc < 0)
+  paused = sb->op == WR_OP_NONE && sb->state == WR_SB_PAUSED;
+  if (wr_limiter_start(sb, &w, false, req, paused ? resumed : started, req,
+                       &err) < 0)
     reply_refused(req, &err, "not_running");
 }
 
@@ -1121,9 +1227,11 @@ void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx) {
 
 void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx) {
   struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  struct wr_limit_want w = {.what = "resume"};
   wr_error_t err;
 
-  if (sb != NULL && wr_sandbox_resume(sb, WR_WAKE_API, resumed, req, &err) < 0)
+  if (sb != NULL && wr_limiter_http_want(req, &w) == 0 &&
+      wr_limiter_start(sb, &w, true, req, resumed, req, &err) < 0)
     reply_refused(req, &err, "not_running");
 }
 

@@ -219,7 +219,9 @@ int wr_sandbox_remove(struct wr_sandbox *sb, bool force,
  * (it is not paused, or it is stopping), and done is never called.
  * Otherwise 0, and done is called once it runs (err: the wake failed):
  * a wake joins the one in flight (one thaw for every request), and waits
- * for a pause in flight to end first.
+ * for a pause in flight to end first. Under --max-running it needs a
+ * running slot (limiter.c): it may evict an idle sandbox or wait in line,
+ * and done then gets ETIMEDOUT if no slot came in time.
  */
 int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
                     wr_sandbox_done_fn done, void *arg);
@@ -227,7 +229,8 @@ int wr_sandbox_wake(struct wr_sandbox *sb, enum wr_wake_by by,
  * wr_sandbox_wake for an API handler: true when the handler may go on
  * now; false when it must return at once, without answering: again(req,
  * daemon), the handler itself, is called once the sandbox runs, or the
- * request is answered with why the wake failed (500 wake_failed).
+ * request is answered with why the wake failed (500 wake_failed, or 503
+ * queue_timeout with Retry-After when no slot came in time).
  */
 bool wr_sandbox_awake(struct wr_sandbox *sb, wr_http_req_t *req,
                       enum wr_wake_by by, wr_http_handler_fn again);
