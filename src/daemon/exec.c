@@ -452,6 +452,8 @@ static void user_work(struct wr_job *job) {
 static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
   wr_error_t err;
 
+  /* An answer below ends the request: nothing may call back into it. */
+  wr_http_on_abort(c->req, NULL, NULL);
   if (job->result < 0) {
     wr_reply_err(c->req, &job->err);
     return false;
@@ -466,6 +468,7 @@ static bool still_wanted(struct spawn_ctx *c, const struct wr_job *job) {
     wr_reply_err(c->req, &err);
     return false;
   }
+  wr_http_on_abort(c->req, on_early_abort, c);
   return true;
 }
 
@@ -493,7 +496,6 @@ static void user_done(struct wr_job *job) {
       wr_sandbox_wake(c->sb, WR_WAKE_EXEC, woken_again, c) == 0)
     return;
   if (!still_wanted(c, job)) {
-    wr_http_on_abort(c->req, NULL, NULL);
     spawn_ctx_free(c);
     return;
   }
