@@ -260,6 +260,9 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   }
   uv_close((uv_handle_t *)&d->sigterm, NULL);
   uv_close((uv_handle_t *)&d->sigint, NULL);
+  wr_sandbox_reap(d);
+  if (d->reaper_init)
+    uv_close((uv_handle_t *)&d->reaper, NULL);
 }
 
 void wr_daemon_fini(struct wr_daemon *d) {

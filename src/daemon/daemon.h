@@ -87,6 +87,11 @@ struct wr_daemon {
   wr_store_t *roots;   /* the host's registry */
   uv_signal_t sigterm, sigint;
   bool stopping;
+  /* Sandboxes out of the table whose table reference goes on the next
+   * turn of the loop (sandbox.c), and the timer that drops them. */
+  struct wr_sandbox *graveyard;
+  uv_timer_t reaper;
+  bool reaper_init;
 };
 
 int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,

@@ -90,6 +90,10 @@ void wr_sandbox_unref(struct wr_sandbox *sb) {
     wr_sandbox_free(sb);
 }
 
+static void on_reap(uv_timer_t *t) {
+  wr_sandbox_reap(t->data);
+}
+
 void wr_sandbox_table_remove(struct wr_sandbox *sb) {
   struct wr_sandbox **pp = &sb->d->sandboxes;
 
@@ -97,9 +101,30 @@ void wr_sandbox_table_remove(struct wr_sandbox *sb) {
     pp = &(*pp)->next;
   if (*pp == sb)
     *pp = sb->next;
+  if (sb->removed)
+    return;
   sb->removed = true;
-  sb->refs++; /* balanced by the unref below, which may free it */
-  wr_sandbox_unref(sb);
+  sb->grave_next = sb->d->graveyard;
+  sb->d->graveyard = sb;
+  if (!sb->d->reaper_init && !sb->d->stopping) {
+    uv_timer_init(sb->d->loop, &sb->d->reaper);
+    sb->d->reaper.data = sb->d;
+    sb->d->reaper_init = true;
+  }
+  if (sb->d->reaper_init && !sb->d->stopping)
+    uv_timer_start(&sb->d->reaper, on_reap, 0, 0);
+}
+
+void wr_sandbox_reap(struct wr_daemon *d) {
+  while (d->graveyard != NULL) {
+    struct wr_sandbox *sb = d->graveyard;
+
+    d->graveyard = sb->grave_next;
+    /* Its processes hold references to it, and its list holds theirs:
+     * the list goes first (they are gone with it), then the table's. */
+    wr_procs_free_all(sb);
+    wr_sandbox_unref(sb); /* the table's */
+  }
 }
 
 void wr_sandbox_rt_spec(const struct wr_sandbox *sb, struct wr_rt_spec *out) {

@@ -129,6 +129,7 @@ struct wr_sandbox {
   uv_timer_t stop_timer; /* SIGKILL after the stop grace period */
   bool stop_timer_init;
   bool removed; /* gone from the table; freed when unreferenced */
+  struct wr_sandbox *grave_next; /* in d->graveyard (sandbox.c) */
   int refs;
   /* The last wake from paused: by what, and when (0: never). */
   enum wr_wake_by last_wake_by;
@@ -155,8 +156,13 @@ struct wr_sandbox {
 struct wr_sandbox *wr_sandbox_find(struct wr_daemon *d, const char *id_or_name);
 /* Free a sandbox no one references (sandbox.c). */
 void wr_sandbox_free(struct wr_sandbox *sb);
-/* Take sb out of the table (it is freed once unreferenced). */
+/* Take sb out of the table. The table's reference goes on the next turn
+ * of the loop, so that whoever removed it may use it until its callback
+ * returns; it is freed once no one else holds a reference. */
 void wr_sandbox_table_remove(struct wr_sandbox *sb);
+/* Drop the references of the removed sandboxes now, and their processes
+ * (the reaper's work; the daemon's shutdown). */
+void wr_sandbox_reap(struct wr_daemon *d);
 /* Look up the {id} parameter; replies 404 and returns NULL when absent. */
 struct wr_sandbox *wr_sandbox_from_req(struct wr_daemon *d, wr_http_req_t *req);
 void wr_sandbox_ref(struct wr_sandbox *sb);
