@@ -45,6 +45,11 @@ static const char help[] =
     "                   10m or 1h; 0: never (default: warrend's, 300s);\n"
     "                   any request wakes it\n"
     "  --no-start       create it stopped\n"
+    "  --no-wait        from a template: return once its CMD is started,\n"
+    "                   not once its EXPOSE port answers\n"
+    "  --ready-timeout T  from a template: how long to wait for the port\n"
+    "                   (default 120s); past it the create fails with the\n"
+    "                   CMD's last output and the sandbox is left running\n"
     "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
     "                   it is stopped, wake it if it is paused (refused if\n"
     "                   its image, agent or workspace differ)\n"
@@ -75,6 +80,8 @@ enum {
   OPT_SNAPSHOT,
   OPT_REUSE,
   OPT_IDLE_PAUSE,
+  OPT_NO_WAIT,
+  OPT_READY_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -93,6 +100,8 @@ static const struct option longopts[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"reuse", no_argument, NULL, OPT_REUSE},
     {"idle-pause", required_argument, NULL, OPT_IDLE_PAUSE},
+    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+    {"ready-timeout", required_argument, NULL, OPT_READY_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -141,6 +150,16 @@ static int parse_value(struct wr_cli_create_opts *o, int c, const char *arg,
     o->idle_pause_s = ms / 1000;
     return 0;
   }
+  case OPT_READY_TIMEOUT:
+    if (wr_parse_duration_ms(arg, &o->ready_timeout_ms, err) < 0)
+      return wr_error_wrap(err, "--ready-timeout");
+    if (o->ready_timeout_ms == 0 || o->ready_timeout_ms > 86400ull * 1000)
+      return wr_error_set(err, 0,
+                          "--ready-timeout is more than 0 and at most a day, "
+                          "not `%s`",
+                          arg);
+    o->has_ready_timeout = true;
+    return 0;
   case OPT_ENV:
     return wr_cli_push_kv(&o->env, arg, "--env", true, err);
   case OPT_LABEL:
@@ -176,6 +195,9 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
     return 0;
   case OPT_REUSE:
     o->reuse = true;
+    return 0;
+  case OPT_NO_WAIT:
+    o->no_wait = true;
     return 0;
   }
   return parse_value(o, c, arg, err);
@@ -295,6 +317,11 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
   if (o->has_idle_pause)
     json_object_set_new(body, "idle_pause",
                         json_integer((json_int_t)o->idle_pause_s));
+  if (o->no_wait)
+    json_object_set_new(body, "wait", json_false());
+  if (o->has_ready_timeout)
+    json_object_set_new(body, "ready_timeout",
+                        json_real((double)o->ready_timeout_ms / 1000.0));
   if (o->path != NULL)
     json_object_set_new(body, "workspace",
                         json_pack("{s:s,s:s}", "path", o->path, "mode",

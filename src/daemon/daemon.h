@@ -68,6 +68,7 @@ struct wr_daemon {
   char *api_key;                  /* for the TCP listener, or NULL */
   struct wr_sandbox *sandboxes;   /* list of sandboxes known to this daemon */
   struct wr_image_build *builds;  /* image builds in progress */
+  struct wr_tpl_build *tpl_builds; /* template builds (templates.c) */
   struct wr_network *network;     /* egress, secrets, ports (network.c) */
   struct wr_events *events;       /* lifecycle events (events.c) */
   struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */

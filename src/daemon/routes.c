@@ -10,6 +10,7 @@
 #include "daemon/kits.h"
 #include "daemon/events.h"
 #include "daemon/snapshots.h"
+#include "daemon/templates.h"
 
 static const struct wr_http_route routes[] = {
     {"GET", "/v1/info", wr_api_info, 0},
@@ -69,6 +70,12 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/snapshots/{id}/export", wr_api_snapshot_export, 0},
     {"POST", "/v1/snapshots/import", wr_api_snapshot_import,
      WR_ROUTE_STREAM_BODY},
+    /* Templates (templates.c). */
+    {"GET", "/v1/templates", wr_api_template_list, 0},
+    {"POST", "/v1/templates/{name}/build", wr_api_template_build,
+     WR_ROUTE_STREAM_BODY},
+    {"GET", "/v1/templates/{name}", wr_api_template_get, 0},
+    {"DELETE", "/v1/templates/{name}", wr_api_template_delete, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {

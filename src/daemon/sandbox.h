@@ -40,6 +40,18 @@ struct wr_sandbox_spec {
   char **layer_dirs;
   int64_t idle_pause_s; /* pause after this long idle; 0 never; -1: the
                            daemon's --idle-pause */
+  /* templates.c: what the template gave it (its layers, start command,
+   * ready port, ENV, WORKDIR, USER), or NULL. Its layer directories are
+   * at the end of layer_dirs. */
+  json_t *template;
+};
+
+/* templates.c: how the next create or start of a template sandbox waits
+ * for its start command to answer (in memory; reset when used). */
+struct wr_sandbox_tpl {
+  bool no_wait;           /* return once it is started */
+  double ready_timeout_s; /* 0: the default */
+  struct tpl_ready *ready; /* a wait in flight */
 };
 
 /* What a sandbox is (stored; `state` in the API). Transitions are checked
@@ -129,6 +141,7 @@ struct wr_sandbox {
   int64_t net_active_ms;
   struct wr_sandbox_idle idle; /* idle.c */
 
+  struct wr_sandbox_tpl tpl; /* templates.c */
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
   struct wr_outlog outlog; /* their kept output on disk */
@@ -245,6 +258,16 @@ int wr_sandbox_net_up(struct wr_sandbox *sb, const struct wr_rt_instance *inst,
  */
 bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
                            wr_http_handler_fn again, int *fd);
+/* templates.c: a build sandbox for a template's RUN step, from `image`
+ * with `layers` (newest first) below its own, `env` as its environment,
+ * labelled warren.template-build=TEMPLATE; in the table, state creating,
+ * for wr_sandbox_create. */
+struct wr_sandbox *wr_sandbox_new_for_build(struct wr_daemon *d,
+                                            const char *image,
+                                            char *const *layers,
+                                            char *const *env,
+                                            const char *template_name,
+                                            wr_error_t *err);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,

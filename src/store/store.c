@@ -136,6 +136,18 @@ static const char *const migrations[] = {
     "  expires_ms INTEGER NOT NULL DEFAULT 0,"
     "  created_ms INTEGER NOT NULL"
     ");",
+    /* 7: templates (template.c), built from a Dockerfile in cached
+     * layers. manifest_json holds the steps, the layer keys (oldest
+     * first), CMD, EXPOSE, ENV, WORKDIR and USER; the sandboxes made from
+     * one name it in sandboxes.image, as an image's do. */
+    "CREATE TABLE templates ("
+    "  name TEXT PRIMARY KEY NOT NULL,"
+    "  base TEXT NOT NULL,"
+    "  parent TEXT NOT NULL,"
+    "  manifest_json TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL"
+    ");",
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

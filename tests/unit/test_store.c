@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 6
+#define VERSION 7
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
