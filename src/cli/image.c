@@ -313,7 +313,7 @@ static void add_image_row(struct wr_cli_table *t, const json_t *img) {
   wr_cli_table_add(
       t, (const char *const[]){
              wr_cli_jstr(img, "name"), wr_cli_jstr(img, "state"), size, node,
-             is_template(img)          ? "template"
+             is_template(img)               ? "template"
              : wr_cli_jbool(img, "minimal") ? "minimal"
                                             : "default",
              is_template(img) ? wr_cli_jstr(img, "parent") : "-", created});
@@ -388,12 +388,12 @@ static void print_template(const json_t *t) {
   wr_cli_line(stdout, "created:  %s", wr_cli_jstr(t, "created_at"));
   wr_cli_line(stdout, "steps:");
   json_array_foreach (steps, i, st)
-    wr_cli_line(stdout, "  %2lld %s%s", (long long)wr_cli_jint(st, "step"),
-                wr_cli_jstr(st, "instruction"),
-                wr_cli_jbool(st, "layer")
-                    ? (wr_cli_jbool(st, "cached") ? "  [layer, cached]"
-                                                  : "  [layer]")
-                    : "");
+    wr_cli_line(
+        stdout, "  %2lld %s%s", (long long)wr_cli_jint(st, "step"),
+        wr_cli_jstr(st, "instruction"),
+        wr_cli_jbool(st, "layer")
+            ? (wr_cli_jbool(st, "cached") ? "  [layer, cached]" : "  [layer]")
+            : "");
 }
 
 static void print_image(const json_t *img) {

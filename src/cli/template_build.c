@@ -64,8 +64,7 @@ static int make_context(const char *dockerfile, const char *dir, int *out,
     wr_error_set(err, errno, "the build context's archive");
     goto out;
   }
-  if (wr_tar_create(&tc, ctx, true, fd, err) < 0 ||
-      lseek(fd, 0, SEEK_SET) < 0)
+  if (wr_tar_create(&tc, ctx, true, fd, err) < 0 || lseek(fd, 0, SEEK_SET) < 0)
     goto out;
   *out = steal_fd(&fd);
   r = 0;
@@ -82,8 +81,7 @@ static int on_event(json_t *event, void *arg, wr_error_t *err) {
   if (strcmp(type, "step") == 0) {
     wr_cli_line(stderr, "Step %lld/%lld : %s%s",
                 (long long)wr_cli_jint(event, "step"),
-                (long long)wr_cli_jint(event, "of"),
-                wr_cli_jstr(event, "text"),
+                (long long)wr_cli_jint(event, "of"), wr_cli_jstr(event, "text"),
                 wr_cli_jbool(event, "cached") ? " (cached)" : "");
   } else if (strcmp(type, "output") == 0) {
     _cleanup_free_ char *text = wr_cli_safe_text(wr_cli_jstr(event, "data"));
@@ -92,8 +90,7 @@ static int on_event(json_t *event, void *arg, wr_error_t *err) {
     b->done = json_incref(event);
     return 1;
   } else if (strcmp(type, "error") == 0) {
-    b->error =
-        xstrdup(wr_cli_jstr(json_object_get(event, "error"), "message"));
+    b->error = xstrdup(wr_cli_jstr(json_object_get(event, "error"), "message"));
     return 1;
   }
   return 0;

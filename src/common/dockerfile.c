@@ -20,10 +20,9 @@ struct kind_info {
 };
 
 static const struct kind_info kinds[] = {
-    {"FROM", WR_DF_FROM},       {"RUN", WR_DF_RUN},   {"COPY", WR_DF_COPY},
-    {"ADD", WR_DF_COPY},        {"ENV", WR_DF_ENV},   {"WORKDIR", WR_DF_WORKDIR},
-    {"USER", WR_DF_USER},       {"EXPOSE", WR_DF_EXPOSE},
-    {"CMD", WR_DF_CMD},
+    {"FROM", WR_DF_FROM}, {"RUN", WR_DF_RUN},       {"COPY", WR_DF_COPY},
+    {"ADD", WR_DF_COPY},  {"ENV", WR_DF_ENV},       {"WORKDIR", WR_DF_WORKDIR},
+    {"USER", WR_DF_USER}, {"EXPOSE", WR_DF_EXPOSE}, {"CMD", WR_DF_CMD},
 };
 
 static const char supported[] =
@@ -56,7 +55,9 @@ static int fail(struct df_parser *p, const char *fmt, ...) {
   return wr_error_setx(p->err, EINVAL, "Dockerfile line %u: %s", p->line, msg);
 }
 
-static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+static bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
 
 static const char *skip_blanks(const char *s) {
   while (is_blank(*s))
@@ -87,8 +88,8 @@ static char **json_form(const char *text) {
   if (!json_is_array(j) || json_array_size(j) == 0)
     return NULL;
   json_array_foreach (j, i, e) {
-    if (!json_is_string(e) || strlen(json_string_value(e)) !=
-                                  json_string_length(e)) {
+    if (!json_is_string(e) ||
+        strlen(json_string_value(e)) != json_string_length(e)) {
       wr_strv_free(v);
       return NULL;
     }
@@ -234,8 +235,9 @@ static int check_source(struct df_parser *p, const char *src) {
   char *save = NULL;
 
   if (strstr(src, "://") != NULL)
-    return fail(p, "COPY/ADD of a URL (`%.64s`) is not supported; only files "
-                   "from the build context",
+    return fail(p,
+                "COPY/ADD of a URL (`%.64s`) is not supported; only files "
+                "from the build context",
                 src);
   if (strpbrk(src, "*?[") != NULL)
     return fail(p, "COPY/ADD: wildcards (`%.64s`) are not supported", src);
@@ -265,8 +267,9 @@ static int parse_copy(struct df_parser *p, struct wr_df_step *st,
   size_t n;
 
   if (wr_str_has_prefix(args, "--"))
-    return fail(p, "COPY/ADD flags such as `%.32s` are not supported "
-                   "(files are copied owned by root, with their modes)",
+    return fail(p,
+                "COPY/ADD flags such as `%.32s` are not supported "
+                "(files are copied owned by root, with their modes)",
                 args);
   v = json_form(args);
   if (v == NULL && *args == '[')
@@ -280,8 +283,7 @@ static int parse_copy(struct df_parser *p, struct wr_df_step *st,
   for (size_t i = 0; i + 1 < n; i++)
     if (check_source(p, v[i]) < 0)
       return -1;
-  if (n > 2 && !wr_str_has_suffix(v[n - 1], "/") &&
-      strcmp(v[n - 1], ".") != 0)
+  if (n > 2 && !wr_str_has_suffix(v[n - 1], "/") && strcmp(v[n - 1], ".") != 0)
     return fail(p, "COPY with several sources needs a directory destination "
                    "ending in /");
   {

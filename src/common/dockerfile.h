@@ -19,7 +19,7 @@
 
 #include "common/common.h"
 
-#define WR_DF_TEXT_MAX (1u << 20) /* the Dockerfile itself */
+#define WR_DF_TEXT_MAX (1u << 20)  /* the Dockerfile itself */
 #define WR_DF_LINE_MAX (64u << 10) /* one instruction, continuations joined */
 #define WR_DF_STEPS_MAX 256
 

@@ -764,8 +764,8 @@ static int own_send(struct own_spawn *o, wr_error_t *err) {
 static void own_user_work(struct wr_job *job) {
   struct own_spawn *o = job->arg;
 
-  job->result = wr_user_resolve(o->rootfd, o->user ? o->user : "root", &o->u,
-                                &job->err);
+  job->result =
+      wr_user_resolve(o->rootfd, o->user ? o->user : "root", &o->u, &job->err);
 }
 
 static void own_user_done(struct wr_job *job) {

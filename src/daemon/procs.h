@@ -119,8 +119,8 @@ struct wr_proc {
   uv_timer_t timer;
   bool timer_init;
   int refs;
-  int handles; /* uv handles still open */
-  bool gone;   /* removed from the sandbox's list */
+  int handles;                  /* uv handles still open */
+  bool gone;                    /* removed from the sandbox's list */
   wr_proc_observer_fn observer; /* or NULL */
   void *observer_arg;
 };

@@ -422,8 +422,8 @@ struct create_req {
   int64_t idle_pause; /* -1: the daemon's */
   json_t *env, *labels, *workspace;
   bool start;
-  bool wait;            /* templates: for the start command to answer */
-  double ready_timeout; /* ... at most this long (0: the default) */
+  bool wait;                  /* templates: for the start command to answer */
+  double ready_timeout;       /* ... at most this long (0: the default) */
   bool reuse;                 /* the sandbox of that name, if there is one */
   const char *snapshot;       /* snapshots: made from this one */
   struct wr_snapshot_use use; /* ... which stacks these layers */
@@ -662,12 +662,10 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
   return 0;
 }
 
-struct wr_sandbox *wr_sandbox_new_for_build(struct wr_daemon *d,
-                                            const char *image,
-                                            char *const *layers,
-                                            char *const *env,
-                                            const char *template_name,
-                                            wr_error_t *err) {
+struct wr_sandbox *
+wr_sandbox_new_for_build(struct wr_daemon *d, const char *image,
+                         char *const *layers, char *const *env,
+                         const char *template_name, wr_error_t *err) {
   _cleanup_free_ char *name = wr_random_id("build-", 8);
   struct create_req c = {.name = name, .image = image, .idle_pause = 0};
   struct wr_sandbox *sb;

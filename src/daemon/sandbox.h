@@ -49,8 +49,8 @@ struct wr_sandbox_spec {
 /* templates.c: how the next create or start of a template sandbox waits
  * for its start command to answer (in memory; reset when used). */
 struct wr_sandbox_tpl {
-  bool no_wait;           /* return once it is started */
-  double ready_timeout_s; /* 0: the default */
+  bool no_wait;            /* return once it is started */
+  double ready_timeout_s;  /* 0: the default */
   struct tpl_ready *ready; /* a wait in flight */
 };
 
@@ -142,7 +142,7 @@ struct wr_sandbox {
   struct wr_sandbox_idle idle; /* idle.c */
 
   struct wr_sandbox_tpl tpl; /* templates.c */
-  struct wr_proc *procs; /* processes spawned through init */
+  struct wr_proc *procs;     /* processes spawned through init */
   unsigned next_tag;
   struct wr_outlog outlog; /* their kept output on disk */
 };
@@ -262,12 +262,10 @@ bool wr_sandbox_root_ready(struct wr_sandbox *sb, wr_http_req_t *req,
  * with `layers` (newest first) below its own, `env` as its environment,
  * labelled warren.template-build=TEMPLATE; in the table, state creating,
  * for wr_sandbox_create. */
-struct wr_sandbox *wr_sandbox_new_for_build(struct wr_daemon *d,
-                                            const char *image,
-                                            char *const *layers,
-                                            char *const *env,
-                                            const char *template_name,
-                                            wr_error_t *err);
+struct wr_sandbox *
+wr_sandbox_new_for_build(struct wr_daemon *d, const char *image,
+                         char *const *layers, char *const *env,
+                         const char *template_name, wr_error_t *err);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,

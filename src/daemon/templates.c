@@ -100,8 +100,8 @@ static void step_key(char key[KEY_LEN + 1], const struct wr_df_step *st,
   char parent[KEY_LEN + 1];
 
   memcpy(parent, key, sizeof(parent));
-  parts = xcalloc(3 + wr_strv_len(st->args) + wr_strv_len(extra),
-                  sizeof(char *));
+  parts =
+      xcalloc(3 + wr_strv_len(st->args) + wr_strv_len(extra), sizeof(char *));
   parts[n++] = parent;
   parts[n++] = wr_df_kind_name(st->kind);
   for (size_t i = 0; st->args[i] != NULL; i++)
@@ -467,8 +467,10 @@ static void start_observer(struct wr_proc *p, int stream, const char *data,
   if (data != NULL || r->ended)
     return;
   if (p->have_status && WIFEXITED(p->status))
-    snprintf(what, sizeof(what), "exited with status %d before port %u "
-             "answered", WEXITSTATUS(p->status), r->port);
+    snprintf(what, sizeof(what),
+             "exited with status %d before port %u "
+             "answered",
+             WEXITSTATUS(p->status), r->port);
   else
     snprintf(what, sizeof(what), "ended before port %u answered", r->port);
   ready_fail(r, ECHILD, what);
@@ -626,9 +628,8 @@ int wr_template_restart(struct wr_sandbox *sb, wr_sandbox_done_fn done,
     return wr_error_setx(err, ESRCH, "sandbox `%s` is not running (or busy)",
                          sb->name);
   if (sb->tpl.ready != NULL)
-    return wr_error_setx(err, EBUSY,
-                         "sandbox `%s` is waiting for its start command",
-                         sb->name);
+    return wr_error_setx(
+        err, EBUSY, "sandbox `%s` is waiting for its start command", sb->name);
   rs = xcalloc(1, sizeof(*rs));
   rs->sb = sb;
   wr_sandbox_ref(sb);
@@ -644,7 +645,8 @@ int wr_template_restart(struct wr_sandbox *sb, wr_sandbox_done_fn done,
   return 0;
 }
 
-/* ---- builds --------------------------------------------------------------- */
+/* ---- builds ---------------------------------------------------------------
+ */
 
 struct wr_tpl_build {
   struct wr_tpl_build *next;
@@ -652,7 +654,7 @@ struct wr_tpl_build {
   wr_http_req_t *req; /* NULL once answered or gone */
   bool streaming;
   char *name;
-  char *work;    /* ROOT/templates/tmp/NAME-XXXXXX */
+  char *work; /* ROOT/templates/tmp/NAME-XXXXXX */
   char *layers_dir;
   int tar_fd;
   uint64_t received;
@@ -783,8 +785,8 @@ static void build_fail(struct wr_tpl_build *b, int status, const char *code,
     wr_http_reply_error(b->req, status, code, "%s", msg);
     b->req = NULL;
   }
-  emit(b, json_pack("{s:s,s:{s:s,s:s},s:I}", "type", "error", "error",
-                    "code", code, "message", msg, "step", (json_int_t)b->step));
+  emit(b, json_pack("{s:s,s:{s:s,s:s},s:I}", "type", "error", "error", "code",
+                    code, "message", msg, "step", (json_int_t)b->step));
   build_end(b);
 }
 
@@ -838,8 +840,7 @@ static uint64_t layer_size(struct wr_tpl_build *b, const char *key) {
 static json_t *manifest_of(struct wr_tpl_build *b) {
   return json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:o,s:i,s:o,s:s,s:s}", "name",
                    b->name, "base", b->base, "from", b->parent, "key", b->key,
-                   "steps",
-                   b->steps, "layers", strv_to_json(b->layers), "cmd",
+                   "steps", b->steps, "layers", strv_to_json(b->layers), "cmd",
                    strv_to_json(b->cmd), "port", (int)b->port, "env",
                    strv_to_json(b->env), "workdir", b->workdir, "user",
                    b->user ? b->user : "root");
@@ -858,7 +859,8 @@ static json_t *template_json(const struct wr_template_rec *rec) {
   json_object_set_new(m, "kind", json_string("template"));
   json_object_set_new(m, "state", json_string("ready"));
   json_object_set_new(m, "parent", json_string(rec->parent));
-  json_object_set_new(m, "size_bytes", json_integer((json_int_t)rec->size_bytes));
+  json_object_set_new(m, "size_bytes",
+                      json_integer((json_int_t)rec->size_bytes));
   json_object_set_new(m, "created_at", json_string(created));
   json_object_set(m, "expose", json_object_get(m, "port"));
   return m;
@@ -938,8 +940,7 @@ static int copy_archive(int ctxfd, const char *src, const char *dst, int fd,
   path = wr_path_normalize(rel);
   fd_src = wr_open_in_root(ctxfd, path, O_PATH | O_NOFOLLOW, 0, err);
   if (fd_src < 0)
-    return wr_error_setx(err, ENOENT, "`%s` is not in the build context",
-                         src);
+    return wr_error_setx(err, ENOENT, "`%s` is not in the build context", src);
   if (fstat(fd_src, &st) < 0) {
     close(fd_src);
     return wr_error_set(err, errno, "stat `%s`", src);
@@ -997,8 +998,8 @@ struct copy_src {
 static int copy_unpack(struct wr_tpl_build *b, struct copy_src *srcs, size_t n,
                        wr_error_t *err) {
   _cleanup_close_ int layerfd = -1;
-  struct wr_tar_ctx tc = {.id_base = 0, .id_count = WR_ID_COUNT,
-                          .map_ids = true};
+  struct wr_tar_ctx tc = {
+      .id_base = 0, .id_count = WR_ID_COUNT, .map_ids = true};
   struct wr_tar_stats stats = {0};
 
   free(b->layer_tmp);
@@ -1101,8 +1102,8 @@ static void run_remove(struct wr_tpl_build *b) {
   wr_error_t err;
 
   if (wr_sandbox_remove(b->sb, true, run_removed, b, &err) < 0) {
-    wr_warn("template `%s`: remove build sandbox %s: %s", b->name,
-            b->sb->name, err.msg);
+    wr_warn("template `%s`: remove build sandbox %s: %s", b->name, b->sb->name,
+            err.msg);
     run_removed(b->sb, b, NULL);
   }
 }
@@ -1122,8 +1123,8 @@ static void capture_work(struct wr_job *job) {
   free(b->layer_tmp);
   b->layer_tmp = xasprintf("%s/.%s.tmp-run", b->layers_dir, b->key);
   wr_rm_rf(b->layer_tmp, NULL);
-  job->result = wr_rt_snapshot_capture(job->d->rt, &spec, b->layer_tmp, &cap,
-                                       &job->err);
+  job->result =
+      wr_rt_snapshot_capture(job->d->rt, &spec, b->layer_tmp, &cap, &job->err);
   if (job->result == 0)
     job->result = install_layer(b, cap.bytes, &job->err);
   if (job->result < 0)
@@ -1147,8 +1148,8 @@ static void run_stopped(struct wr_sandbox *sb, void *arg,
 
   (void)sb;
   if (b->run_ok && err == NULL) {
-    b->job = (struct wr_job){.fn = capture_work, .done = capture_done,
-                             .arg = b};
+    b->job =
+        (struct wr_job){.fn = capture_work, .done = capture_done, .arg = b};
     wr_job_queue(b->d, &b->job);
     return;
   }
@@ -1174,8 +1175,7 @@ static void run_observer(struct wr_proc *p, int stream, const char *data,
   if (data != NULL) {
     _cleanup_free_ char *text = utf8_copy(data, len);
     emit(b, json_pack("{s:s,s:I,s:i,s:s}", "type", "output", "step",
-                      (json_int_t)b->step + 1, "stream", stream, "data",
-                      text));
+                      (json_int_t)b->step + 1, "stream", stream, "data", text));
     wr_buf_append(&b->out, data, len);
     if (b->out.len > 2 * TAIL_BYTES)
       wr_buf_consume(&b->out, b->out.len - TAIL_BYTES);
@@ -1207,10 +1207,8 @@ static void run_created(struct wr_sandbox *sb, void *arg,
                         const wr_error_t *err) {
   struct wr_tpl_build *b = arg;
   const struct wr_df_step *st = &b->df.steps[b->step];
-  struct wr_exec_opts o = {.argv = st->args,
-                           .cwd = b->workdir,
-                           .user = b->user,
-                           .tag = RUN_TAG};
+  struct wr_exec_opts o = {
+      .argv = st->args, .cwd = b->workdir, .user = b->user, .tag = RUN_TAG};
   wr_error_t e;
 
   if (err != NULL) {
@@ -1298,8 +1296,10 @@ static void build_run_steps(struct wr_tpl_build *b) {
     if ((st->kind == WR_DF_RUN || st->kind == WR_DF_COPY) &&
         too_many_layers(b)) {
       char why[96];
-      snprintf(why, sizeof(why), "a template has at most %d RUN and COPY "
-               "steps", WR_TEMPLATE_MAX_LAYERS);
+      snprintf(why, sizeof(why),
+               "a template has at most %d RUN and COPY "
+               "steps",
+               WR_TEMPLATE_MAX_LAYERS);
       step_fail(b, why);
       return;
     }
@@ -1329,14 +1329,16 @@ static int resolve_from(struct wr_tpl_build *b, wr_error_t *err) {
 
   b->parent = xstrdup(from);
   if (conf != NULL) {
-    const char *parts[] = {"template", json_string_value(json_object_get(
-                                           conf, "key")) ?: ""};
+    const char *parts[] = {
+        "template", json_string_value(json_object_get(conf, "key")) ?: ""};
     b->base = xstrdup(json_string_value(json_object_get(conf, "base")) ?: "");
     b->layers = json_strv(json_object_get(conf, "layers"));
     b->env = json_strv(json_object_get(conf, "env"));
     b->cmd = json_strv(json_object_get(conf, "cmd"));
-    b->workdir = xstrdup(json_string_value(json_object_get(conf, "workdir")) ?: "/");
-    b->user = xstrdup(json_string_value(json_object_get(conf, "user")) ?: "root");
+    b->workdir =
+        xstrdup(json_string_value(json_object_get(conf, "workdir")) ?: "/");
+    b->user =
+        xstrdup(json_string_value(json_object_get(conf, "user")) ?: "root");
     b->port = (uint16_t)json_integer_value(json_object_get(conf, "port"));
     hash_parts(b->key, parts, 2);
     json_decref(conf);
@@ -1393,8 +1395,8 @@ static void unpack_work(struct wr_job *job) {
   }
   if (wr_read_file_at(ctxfd, DOCKERFILE_ENTRY, WR_DF_TEXT_MAX, &b->dockerfile,
                       &len, &job->err) < 0) {
-    wr_error_setx(&job->err, EINVAL,
-                  "the build context has no Dockerfile (%s)", DOCKERFILE_ENTRY);
+    wr_error_setx(&job->err, EINVAL, "the build context has no Dockerfile (%s)",
+                  DOCKERFILE_ENTRY);
     return;
   }
   unlinkat(ctxfd, DOCKERFILE_ENTRY, 0);
@@ -1410,8 +1412,8 @@ static void unpack_done(struct wr_job *job) {
     build_fail(b, 400, "bad_request", job->err.msg);
     return;
   }
-  if (wr_dockerfile_parse(b->dockerfile, strlen(b->dockerfile), &b->df,
-                          &err) < 0) {
+  if (wr_dockerfile_parse(b->dockerfile, strlen(b->dockerfile), &b->df, &err) <
+      0) {
     build_fail(b, 400, "bad_dockerfile", err.msg);
     return;
   }
@@ -1477,8 +1479,7 @@ static struct wr_tpl_build *build_find(struct wr_daemon *d, const char *name) {
   return NULL;
 }
 
-static int build_check(struct wr_daemon *d, const char *name,
-                       wr_error_t *err) {
+static int build_check(struct wr_daemon *d, const char *name, wr_error_t *err) {
   struct wr_image_rec rec;
 
   if (name == NULL || !wr_name_valid(name))
@@ -1504,7 +1505,8 @@ static int build_open(struct wr_tpl_build *b, wr_error_t *err) {
   _cleanup_free_ char *tar = NULL;
 
   b->layers_dir = xasprintf("%s/layers", dir);
-  if (wr_mkdir_p(tmp, 0700, err) < 0 || wr_mkdir_p(b->layers_dir, 0700, err) < 0)
+  if (wr_mkdir_p(tmp, 0700, err) < 0 ||
+      wr_mkdir_p(b->layers_dir, 0700, err) < 0)
     return -1;
   if (chmod(dir, 0700) < 0)
     return wr_error_set(err, errno, "chmod `%s`", dir);
@@ -1579,9 +1581,8 @@ json_t *wr_templates_list_json(struct wr_daemon *d) {
 }
 
 void wr_api_template_list(wr_http_req_t *req, void *ctx) {
-  wr_http_reply_json(req, 200,
-                     json_pack("{s:o}", "templates",
-                               wr_templates_list_json(ctx)));
+  wr_http_reply_json(
+      req, 200, json_pack("{s:o}", "templates", wr_templates_list_json(ctx)));
 }
 
 void wr_api_template_get(wr_http_req_t *req, void *ctx) {
@@ -1726,7 +1727,7 @@ void wr_api_template_delete(wr_http_req_t *req, void *ctx) {
   }
   wr_info("template `%s`: deleted (%zu layers removed)", name,
           wr_strv_len(rl->dirs));
-  rl->job = (struct wr_job){.fn = rm_layers_work, .done = rm_layers_done,
-                            .arg = rl};
+  rl->job =
+      (struct wr_job){.fn = rm_layers_work, .done = rm_layers_done, .arg = rl};
   wr_job_queue(d, &rl->job);
 }

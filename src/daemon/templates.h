@@ -14,7 +14,8 @@
 /* The largest build context a client may send. */
 #define WR_TEMPLATE_CONTEXT_MAX (1ull << 30)
 
-/* ---- for sandbox.c and lifecycle.c ---------------------------------------- */
+/* ---- for sandbox.c and lifecycle.c ----------------------------------------
+ */
 
 /*
  * The lower layer of a new sandbox made from `image`: when it names a
@@ -53,7 +54,8 @@ bool wr_template_not_ready(const wr_error_t *err);
 int wr_template_restart(struct wr_sandbox *sb, wr_sandbox_done_fn done,
                         void *arg, wr_error_t *err);
 
-/* ---- for images.c --------------------------------------------------------- */
+/* ---- for images.c ---------------------------------------------------------
+ */
 
 bool wr_template_exists(struct wr_daemon *d, const char *name);
 /* The templates, as `image ls` shows them (each with "kind":"template"). */

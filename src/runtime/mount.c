@@ -84,8 +84,8 @@ int wr_rootfs_mount(const char *dir, const char *layers_dir,
   if (wr_rootfs_is_mounted(dir))
     return 0;
   if (spec->nlayers > WR_LAYERS_MAX_MOUNT)
-    return wr_error_setx(err, EINVAL, "%zu layers: at most %d",
-                         spec->nlayers, WR_LAYERS_MAX_MOUNT);
+    return wr_error_setx(err, EINVAL, "%zu layers: at most %d", spec->nlayers,
+                         WR_LAYERS_MAX_MOUNT);
   wr_buf_init(&lowerdir);
   /* Newest first, the image last: overlayfs's order for lowerdir. */
   for (size_t i = 0; i <= spec->nlayers; i++) {

@@ -155,8 +155,7 @@ int wr_store_template_get(wr_store_t *st, const char *name,
                           struct wr_template_rec *rec, wr_error_t *err);
 int wr_store_template_list(wr_store_t *st, struct wr_template_rec **recs,
                            size_t *n, wr_error_t *err);
-int wr_store_template_delete(wr_store_t *st, const char *name,
-                             wr_error_t *err);
+int wr_store_template_delete(wr_store_t *st, const char *name, wr_error_t *err);
 void wr_template_rec_free(struct wr_template_rec *rec);
 void wr_template_recs_free(struct wr_template_rec *recs, size_t n);
 

@@ -53,10 +53,9 @@ int wr_store_template_get(wr_store_t *st, const char *name,
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
   int rc;
 
-  if (wr_store_prepare(st,
-                       "SELECT " TEMPLATE_COLUMNS
-                       " FROM templates WHERE name = ?1",
-                       &stmt, err) < 0)
+  if (wr_store_prepare(
+          st, "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE name = ?1",
+          &stmt, err) < 0)
     return -1;
   if (wr_store_bind_str(stmt, 1, name) != SQLITE_OK)
     return wr_store_fail(st, err);
@@ -75,13 +74,12 @@ int wr_store_template_list(wr_store_t *st, struct wr_template_rec **recs,
   void *v = NULL;
   size_t len = 0;
 
-  if (wr_store_prepare(st,
-                       "SELECT " TEMPLATE_COLUMNS
-                       " FROM templates ORDER BY name",
-                       &stmt, err) < 0)
+  if (wr_store_prepare(
+          st, "SELECT " TEMPLATE_COLUMNS " FROM templates ORDER BY name", &stmt,
+          err) < 0)
     return -1;
-  if (wr_store_collect(st, stmt, sizeof(struct wr_template_rec),
-                       read_template, &v, &len, err) < 0) {
+  if (wr_store_collect(st, stmt, sizeof(struct wr_template_rec), read_template,
+                       &v, &len, err) < 0) {
     wr_template_recs_free(v, len);
     return -1;
   }

@@ -1,0 +1,217 @@
+# shellcheck shell=bash
+# End-to-end: templates. A real Vite + React app (tests/fixtures/vite-app)
+# is built from its Dockerfile: `npm install` through the balanced policy,
+# once (the layers are cached under the state root, so the later tests and
+# a later run reuse them). A second build reuses every layer; a change to
+# a file copied late reruns only that step; a failing RUN names itself and
+# keeps the layers before it. A sandbox made from the template serves the
+# app's page as soon as its create returns (its CMD started, its EXPOSE
+# port answering); --no-wait returns before; a CMD that never listens
+# fails the create with its last output, after --ready-timeout; a stop and
+# start runs CMD again; a fork of a template sandbox serves too.
+# Sourced by tests/run-e2e, which provides lib.sh.
+
+TPL_FIXTURE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/vite-app" && pwd)
+TPL_DIR=$WR_RUN/templates
+
+# Skip (77) unless npm on the host reaches its registry (the install in
+# the template's RUN needs it, as tests/e2e/120-install.sh does).
+tpl_need_registry() {
+  command -v npm >/dev/null || skip "npm is not installed on the host"
+  timeout 60 npm view vite@5 version >/dev/null 2>&1 ||
+    skip "npm on the host cannot reach its registry"
+}
+
+# The Vite template, built once per daemon state root (later calls find
+# every layer cached, which is what test_rebuild_reuses_every_layer checks).
+tpl_vite() {
+  tpl_need_registry
+  "$WARREN" policy init balanced >/dev/null
+  "$WARREN" image build vite -f "$TPL_FIXTURE/Dockerfile" "$TPL_FIXTURE" \
+    >"$WR_RUN/vite-build.out" 2>&1 ||
+    fail "the vite template did not build: $(tail -20 "$WR_RUN/vite-build.out")"
+}
+
+# A small context of its own: DIR gets the Dockerfile read from stdin.
+tpl_context() { # DIR
+  rm -rf "$1"
+  mkdir -p "$1"
+  cat >"$1/Dockerfile"
+}
+
+# The page, fetched inside the sandbox from the dev server.
+tpl_page() { # SANDBOX [PORT]
+  "$WARREN" exec "$1" -- curl -fsS --noproxy '*' --max-time 5 \
+    "http://127.0.0.1:${2:-5173}/"
+}
+
+test_vite_template_builds_and_rebuild_reuses_every_layer() {
+  local out
+  tpl_vite
+  out=$("$WARREN" image build vite -f "$TPL_FIXTURE/Dockerfile" \
+    "$TPL_FIXTURE" 2>&1) || fail "rebuild: $out"
+  assert_contains "$out" "Step 3/7 : COPY package.json ./ (cached)"
+  assert_contains "$out" "Step 4/7 : RUN npm install --no-audit --no-fund (cached)"
+  assert_contains "$out" "Step 5/7 : COPY . . (cached)"
+  assert_contains "$out" "(0 steps run, 3 cached"
+  out=$("$WARREN" image ls)
+  assert_contains "$out" "template" "image ls"
+  out=$("$WARREN" image ls --json)
+  assert_eq base "$(jq -r '.[] | select(.name == "vite") | .parent' <<<"$out")"
+  out=$("$WARREN" image inspect vite)
+  assert_contains "$out" 'cmd:      ["npx","vite","--host","0.0.0.0"]'
+  assert_contains "$out" "expose:   5173"
+  assert_contains "$out" "workdir:  /app"
+}
+
+test_a_change_reruns_only_the_steps_after_it() {
+  local ctx=$TPL_DIR/vite-changed out
+  tpl_vite
+  rm -rf "$ctx"
+  mkdir -p "$TPL_DIR"
+  cp -a "$TPL_FIXTURE" "$ctx"
+  echo "// changed $(now_ms)" >>"$ctx/src/main.jsx"
+  out=$("$WARREN" image build vite-changed -f "$ctx/Dockerfile" "$ctx" 2>&1) ||
+    fail "build: $out"
+  assert_contains "$out" "Step 3/7 : COPY package.json ./ (cached)"
+  assert_contains "$out" "Step 4/7 : RUN npm install --no-audit --no-fund (cached)"
+  assert_not_contains "$out" "Step 5/7 : COPY . . (cached)"
+  assert_contains "$out" "(1 steps run, 2 cached"
+  "$WARREN" image rm vite-changed >/dev/null
+}
+
+test_failing_run_names_itself_and_keeps_earlier_layers() {
+  local ctx=$TPL_DIR/failing out
+  tpl_context "$ctx" <<'EOF'
+FROM base
+RUN echo first > /first
+RUN echo "about to fail"; exit 3
+EOF
+  out=$(must_fail "$WARREN" image build failing -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "step 3/3 (line 3)"
+  assert_contains "$out" 'RUN echo "about to fail"; exit 3'
+  assert_contains "$out" "exit code 3"
+  assert_contains "$out" "about to fail"
+  must_fail "$WARREN" image inspect failing >/dev/null
+  # Fixed, it reruns only the step that failed.
+  printf 'FROM base\nRUN echo first > /first\nRUN cat /first\n' >"$ctx/Dockerfile"
+  out=$("$WARREN" image build failing -f "$ctx/Dockerfile" "$ctx" 2>&1) ||
+    fail "build: $out"
+  assert_contains "$out" "Step 2/3 : RUN echo first > /first (cached)"
+  assert_contains "$out" "first"
+  "$WARREN" image rm failing >/dev/null
+}
+
+test_bad_dockerfiles_are_refused_with_their_line() {
+  local ctx=$TPL_DIR/bad out
+  tpl_context "$ctx" <<'EOF'
+FROM base
+ENTRYPOINT ["sh"]
+EOF
+  out=$(must_fail "$WARREN" image build bad -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "Dockerfile line 2: \`ENTRYPOINT\` is not supported"
+  printf 'FROM nothing-like-this\n' >"$ctx/Dockerfile"
+  out=$(must_fail "$WARREN" image build bad -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "no image or template \`nothing-like-this\`"
+  printf 'FROM base\nCOPY missing.txt /x\n' >"$ctx/Dockerfile"
+  out=$(must_fail "$WARREN" image build bad -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "\`missing.txt\` is not in the build context"
+  out=$(must_fail "$WARREN" image build base -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "is an image"
+  assert_daemon_alive
+}
+
+test_create_from_the_template_serves_the_page() {
+  local page
+  tpl_vite
+  new_sandbox tpl-web --image vite
+  # No wait here: the create returned once the port answered.
+  page=$(tpl_page tpl-web) || fail "the page did not answer right after create"
+  assert_contains "$page" 'data-app="warren-vite-fixture"'
+  assert_contains "$page" "/src/main.jsx"
+  page=$("$WARREN" exec tpl-web -- curl -fsS --noproxy '*' \
+    http://127.0.0.1:5173/src/main.jsx)
+  assert_contains "$page" "Hello from a warren template"
+  assert_contains "$("$WARREN" ps tpl-web)" "npx vite --host 0.0.0.0"
+  assert_eq /app "$("$WARREN" exec tpl-web -- pwd)"
+  # A template in use is not removed.
+  assert_contains "$(must_fail "$WARREN" image rm vite)" "used by 1 sandbox"
+}
+
+test_stop_start_restarts_the_start_command() {
+  local page
+  tpl_vite
+  new_sandbox tpl-restart --image vite
+  "$WARREN" stop tpl-restart >/dev/null
+  must_fail tpl_page tpl-restart >/dev/null
+  "$WARREN" start tpl-restart >/dev/null
+  page=$(tpl_page tpl-restart) || fail "no page right after start"
+  assert_contains "$page" 'data-app="warren-vite-fixture"'
+}
+
+test_fork_of_a_template_sandbox_serves_too() {
+  local page
+  tpl_vite
+  new_sandbox tpl-src --image vite
+  "$WARREN" exec tpl-src -- sh -c 'sed -i "s/Hello from/Forked from/" src/main.jsx'
+  "$WARREN" snapshot tpl-src --name tpl-snap >/dev/null || fail "snapshot"
+  new_sandbox tpl-fork --snapshot tpl-snap
+  page=$(tpl_page tpl-fork) || fail "the fork did not serve right after create"
+  assert_contains "$page" 'data-app="warren-vite-fixture"'
+  page=$("$WARREN" exec tpl-fork -- curl -fsS --noproxy '*' \
+    http://127.0.0.1:5173/src/main.jsx)
+  assert_contains "$page" "Forked from a warren template"
+  "$WARREN" rm -f tpl-fork >/dev/null
+  api DELETE /v1/snapshots/tpl-snap >/dev/null
+}
+
+# A server that listens only after 3 s: --no-wait returns before.
+test_no_wait_returns_before_the_port_answers() {
+  local ctx=$TPL_DIR/slow
+  tpl_context "$ctx" <<'EOF'
+FROM base
+WORKDIR /srv
+RUN echo slow > index.html
+EXPOSE 8000
+CMD ["sh", "-c", "sleep 3; exec python3 -m http.server 8000"]
+EOF
+  "$WARREN" image build slow -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build slow"
+  new_sandbox tpl-slow --image slow --no-wait
+  must_fail tpl_page tpl-slow 8000 >/dev/null
+  wait_until 30 tpl_page tpl-slow 8000 || fail "it never answered"
+  assert_contains "$(tpl_page tpl-slow 8000)" "slow"
+  # Without --no-wait the create waits for it.
+  new_sandbox tpl-slow2 --image slow
+  assert_contains "$(tpl_page tpl-slow2 8000)" "slow"
+}
+
+test_ready_timeout_fails_with_the_last_output() {
+  local ctx=$TPL_DIR/deaf out
+  tpl_context "$ctx" <<'EOF'
+FROM base
+EXPOSE 9
+CMD ["sh", "-c", "echo never listening; sleep 1000"]
+EOF
+  "$WARREN" image build deaf -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build deaf"
+  WR_CLEANUP="tpl-deaf"
+  trap 'for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
+  out=$(must_fail "$WARREN" create --name tpl-deaf --image deaf \
+    --ready-timeout 2)
+  assert_contains "$out" "did not answer on port 9 within 2 s"
+  assert_contains "$out" "never listening"
+  # Left running, to be looked at.
+  assert_eq running "$(sb_state tpl-deaf)"
+  assert_contains "$("$WARREN" logs tpl-deaf start)" "never listening"
+  # A CMD that exits says so at once.
+  printf 'FROM base\nEXPOSE 9\nCMD ["sh", "-c", "echo bye; exit 4"]\n' \
+    >"$ctx/Dockerfile"
+  "$WARREN" image build quits -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build quits"
+  WR_CLEANUP="tpl-deaf tpl-quits"
+  out=$(must_fail "$WARREN" create --name tpl-quits --image quits)
+  assert_contains "$out" "exited with status 4"
+  assert_contains "$out" "bye"
+  assert_daemon_alive
+}
