@@ -1581,8 +1581,8 @@ struct tpl_opts {
 static double tpl_build(const struct tpl_opts *o, const char *name,
                         const char *dir) {
   char df[512];
-  char *argv[] = {(char *)o->cli, "image", "build", (char *)name, "-f", df,
-                  (char *)dir, NULL};
+  char *argv[] = {(char *)o->cli, "image", "build",     (char *)name,
+                  "-f",           df,      (char *)dir, NULL};
   uint64_t t0 = wr_mono_ns();
   posix_spawn_file_actions_t fa;
   pid_t pid;
@@ -1623,8 +1623,7 @@ static int tpl_context(const struct tpl_opts *o, char *dir) {
   while (fgets(line, sizeof(line), in) != NULL) {
     fputs(line, out);
     if (strncmp(line, "FROM ", 5) == 0)
-      fprintf(out, "ENV WRBENCH_RUN=%llu\n",
-              (unsigned long long)wr_mono_ns());
+      fprintf(out, "ENV WRBENCH_RUN=%llu\n", (unsigned long long)wr_mono_ns());
   }
   fclose(in);
   return fclose(out) == 0 ? 0 : -1;
@@ -1748,8 +1747,12 @@ static int template_main(int argc, char **argv) {
       {"reserve-gib", required_argument, NULL, 'g'},
       {NULL, 0, NULL, 0},
   };
-  struct tpl_opts o = {"/run/warren/warrend.sock", "warren",
-                       "tests/fixtures/vite-app", 10, 8, 2.0};
+  struct tpl_opts o = {"/run/warren/warrend.sock",
+                       "warren",
+                       "tests/fixtures/vite-app",
+                       10,
+                       8,
+                       2.0};
   char dir[] = "/tmp/wrbench-tpl-XXXXXX";
   double cold, warm;
   wr_http_client_t *c;
@@ -1787,12 +1790,15 @@ static int template_main(int argc, char **argv) {
   cold = tpl_build(&o, "bench-vite", dir);
   warm = cold < 0 ? -1 : tpl_build(&o, "bench-vite", dir);
   if (cold < 0 || warm < 0) {
-    fprintf(stderr, "wrbench: the template build failed (try `%s image "
-            "build bench-vite -f %s/Dockerfile %s`)\n", o.cli, dir, dir);
+    fprintf(stderr,
+            "wrbench: the template build failed (try `%s image "
+            "build bench-vite -f %s/Dockerfile %s`)\n",
+            o.cli, dir, dir);
     return 1;
   }
   printf("%-34s %8.1f s   (cold: new layer keys, npm install from the "
-         "registry)\n", "template build, first", cold / 1000);
+         "registry)\n",
+         "template build, first", cold / 1000);
   printf("%-34s %8.1f ms  (every layer cached; target <= 1 s)\n",
          "template rebuild, nothing changed", warm);
   tpl_creates(&o, c);
