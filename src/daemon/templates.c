@@ -1731,3 +1731,50 @@ void wr_api_template_delete(wr_http_req_t *req, void *ctx) {
       (struct wr_job){.fn = rm_layers_work, .done = rm_layers_done, .arg = rl};
   wr_job_queue(d, &rl->job);
 }
+
+/* ---- after a restart -------------------------------------------------------
+ *
+ * A build does not survive its daemon: its work directories, half-made
+ * layers and build sandboxes are removed (a build run again finds the
+ * layers that were complete).
+ */
+
+static void recovered_rm_done(struct wr_sandbox *sb, void *arg,
+                              const wr_error_t *err) {
+  (void)arg;
+  if (err != NULL)
+    wr_warn("templates: remove build sandbox %s: %s", sb->name, err->msg);
+}
+
+static int leftover_layer(int dirfd, const char *name, void *arg,
+                          wr_error_t *err) {
+  (void)arg;
+  if (name[0] == '.' && strstr(name, ".tmp-") != NULL &&
+      wr_rm_rf_at(dirfd, name, err) < 0)
+    wr_warn("templates: remove %s: %s", name, err->msg);
+  return 0;
+}
+
+void wr_templates_recover(struct wr_daemon *d) {
+  _cleanup_free_ char *dir = templates_dir(d);
+  _cleanup_free_ char *tmp = xasprintf("%s/tmp", dir);
+  _cleanup_free_ char *layers = xasprintf("%s/layers", dir);
+  _cleanup_close_ int fd = open(layers, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct wr_sandbox *sb, *next;
+  wr_error_t err;
+
+  if (wr_rm_rf(tmp, &err) < 0)
+    wr_warn("templates: %s", err.msg);
+  if (fd >= 0 && wr_dir_each(fd, leftover_layer, NULL, &err) < 0)
+    wr_warn("templates: %s", err.msg);
+  for (sb = d->sandboxes; sb != NULL; sb = next) {
+    next = sb->next;
+    if (json_object_get(sb->spec.labels, "warren.template-build") == NULL)
+      continue;
+    wr_info("templates: removing %s, the build sandbox of an interrupted "
+            "build",
+            sb->name);
+    if (wr_sandbox_remove(sb, true, recovered_rm_done, NULL, &err) < 0)
+      wr_warn("templates: remove %s: %s", sb->name, err.msg);
+  }
+}

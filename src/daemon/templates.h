@@ -54,6 +54,11 @@ bool wr_template_not_ready(const wr_error_t *err);
 int wr_template_restart(struct wr_sandbox *sb, wr_sandbox_done_fn done,
                         void *arg, wr_error_t *err);
 
+/* After the sandboxes are recovered (daemon.c): remove what builds that
+ * died with an earlier daemon left (work directories, half-made layers,
+ * build sandboxes). */
+void wr_templates_recover(struct wr_daemon *d);
+
 /* ---- for images.c ---------------------------------------------------------
  */
 

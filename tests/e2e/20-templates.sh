@@ -215,3 +215,36 @@ EOF
   assert_contains "$out" "bye"
   assert_daemon_alive
 }
+
+# A daemon killed during a RUN: the next one removes the build sandbox and
+# the half-made layer, and the build runs again from the layers that were
+# complete. A template sandbox that was serving keeps serving.
+test_a_killed_daemon_leaves_no_build_behind() {
+  local ctx=$TPL_DIR/killed out
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+RUN echo done-before > /before
+RUN sleep 600
+EOF2
+  # Step 2 completes (its layer is cached), step 3 runs when it dies.
+  "$WARREN" image build killed -f "$ctx/Dockerfile" "$ctx" >"$WR_RUN/killed.out" 2>&1 &
+  wait_until 30 grep -q "Step 3/3" "$WR_RUN/killed.out" ||
+    fail "step 3 never began: $(cat "$WR_RUN/killed.out")"
+  wait_until 20 sh -c "\"$WARREN\" ps \$(\"$WARREN\" ls -q | grep build-) | grep -q sleep" ||
+    fail "no build sandbox runs the sleep: $("$WARREN" ls)"
+  kill_daemon
+  wait || true
+  start_daemon
+  wait_until 20 sh -c "! \"$WARREN\" ls | grep -q build-" ||
+    fail "the build sandbox is still there: $("$WARREN" ls)"
+  assert_eq "" "$(ls -A "$WR_ROOT/templates/tmp" 2>/dev/null)" "work dirs"
+  assert_eq "" "$(find "$WR_ROOT/templates/layers" -maxdepth 1 -name '.*tmp-*')" \
+    "half-made layers"
+  printf 'FROM base\nRUN echo done-before > /before\nRUN cat /before\n' \
+    >"$ctx/Dockerfile"
+  out=$("$WARREN" image build killed -f "$ctx/Dockerfile" "$ctx" 2>&1) ||
+    fail "build after the restart: $out"
+  assert_contains "$out" "Step 2/3 : RUN echo done-before > /before (cached)"
+  assert_contains "$out" "done-before"
+  "$WARREN" image rm killed >/dev/null
+}
