@@ -1758,7 +1758,7 @@ static int unlink_image_dir(struct wr_daemon *d, const char *name,
 static bool image_deletable(struct wr_daemon *d, wr_http_req_t *req,
                             const char *name) {
   struct wr_image_rec rec = {0};
-  unsigned users = 0;
+  unsigned users = 0, templates;
   wr_error_t err = {0};
 
   if (build_find(d, name) != NULL) {
@@ -1772,6 +1772,14 @@ static bool image_deletable(struct wr_daemon *d, wr_http_req_t *req,
     return false;
   }
   wr_image_rec_free(&rec);
+  templates = users == 0 ? wr_templates_on_image(d, name) : 0;
+  if (templates > 0) { /* templates */
+    wr_http_reply_error(req, 409, "in_use",
+                        "image `%s` is under %u template%s; remove %s first",
+                        name, templates, templates == 1 ? "" : "s",
+                        templates == 1 ? "it" : "them");
+    return false;
+  }
   if (users == 0)
     return true;
   wr_http_reply_error(

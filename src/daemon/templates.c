@@ -653,6 +653,7 @@ struct wr_tpl_build {
   struct wr_daemon *d;
   wr_http_req_t *req; /* NULL once answered or gone */
   bool streaming;
+  size_t queued; /* bytes the client has not read yet */
   char *name;
   char *work; /* ROOT/templates/tmp/NAME-XXXXXX */
   char *layers_dir;
@@ -724,7 +725,14 @@ static void emit(struct wr_tpl_build *b, json_t *event) {
   if (line == NULL)
     return;
   wr_http_stream_write(b->req, line, strlen(line));
-  wr_http_stream_write(b->req, "\n", 1);
+  b->queued = wr_http_stream_write(b->req, "\n", 1);
+}
+
+static void build_drained(wr_http_req_t *req, void *arg) {
+  struct wr_tpl_build *b = arg;
+
+  (void)req;
+  b->queued = 0;
 }
 
 static void build_abort(wr_http_req_t *req, void *arg) {
@@ -903,9 +911,20 @@ static int install_layer(struct wr_tpl_build *b, uint64_t bytes,
 
   if (wr_write_file(size, text, strlen(text), 0600, err) < 0)
     return -1;
-  if (rename(b->layer_tmp, dst) < 0 && errno != ENOTEMPTY && errno != EEXIST)
-    return wr_error_set(err, errno, "rename `%s`", b->layer_tmp);
-  return 0;
+  if (rename(b->layer_tmp, dst) == 0)
+    return 0;
+  /* Another build made the same layer first: it is the same layer. */
+  if (errno == ENOTEMPTY || errno == EEXIST)
+    return wr_rm_rf(b->layer_tmp, err);
+  return wr_error_set(err, errno, "rename `%s`", b->layer_tmp);
+}
+
+/* Where a layer is made: a name of its own (two builds may make the same
+ * layer at once), which a daemon start removes if it is left. */
+static char *tmp_layer_name(const struct wr_tpl_build *b) {
+  _cleanup_free_ char *suffix = wr_random_id("", 8);
+
+  return xasprintf("%s/.%s.tmp-%s", b->layers_dir, b->key, suffix);
 }
 
 static bool layer_exists(struct wr_tpl_build *b) {
@@ -1003,8 +1022,7 @@ static int copy_unpack(struct wr_tpl_build *b, struct copy_src *srcs, size_t n,
   struct wr_tar_stats stats = {0};
 
   free(b->layer_tmp);
-  b->layer_tmp = xasprintf("%s/.%s.tmp-copy", b->layers_dir, b->key);
-  wr_rm_rf(b->layer_tmp, NULL);
+  b->layer_tmp = tmp_layer_name(b);
   if (mkdir(b->layer_tmp, 0755) < 0)
     return wr_error_set(err, errno, "mkdir `%s`", b->layer_tmp);
   layerfd = open(b->layer_tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1121,8 +1139,7 @@ static void capture_work(struct wr_job *job) {
 
   wr_sandbox_rt_spec(b->sb, &spec);
   free(b->layer_tmp);
-  b->layer_tmp = xasprintf("%s/.%s.tmp-run", b->layers_dir, b->key);
-  wr_rm_rf(b->layer_tmp, NULL);
+  b->layer_tmp = tmp_layer_name(b);
   job->result =
       wr_rt_snapshot_capture(job->d->rt, &spec, b->layer_tmp, &cap, &job->err);
   if (job->result == 0)
@@ -1172,6 +1189,14 @@ static void run_observer(struct wr_proc *p, int stream, const char *data,
                          size_t len, void *arg) {
   struct wr_tpl_build *b = arg;
 
+  if (data != NULL && b->queued > CLIENT_QUEUE_MAX) {
+    /* The client does not keep up: its output is skipped (the end of it
+     * is still in a failure's message). */
+    wr_buf_append(&b->out, data, len);
+    if (b->out.len > 2 * TAIL_BYTES)
+      wr_buf_consume(&b->out, b->out.len - TAIL_BYTES);
+    return;
+  }
   if (data != NULL) {
     _cleanup_free_ char *text = utf8_copy(data, len);
     emit(b, json_pack("{s:s,s:I,s:i,s:s}", "type", "output", "step",
@@ -1313,6 +1338,15 @@ static void build_run_steps(struct wr_tpl_build *b) {
       return;
     }
     apply_meta(b, st);
+    if (wr_strv_bytes(b->env) > WR_SANDBOX_ENV_MAX / 2) {
+      char why[96];
+      snprintf(why, sizeof(why),
+               "the template's ENV would take more than "
+               "%u bytes",
+               WR_SANDBOX_ENV_MAX / 2);
+      step_fail(b, why);
+      return;
+    }
     emit_step(b, false);
     record_step(b, false, false);
   }
@@ -1427,6 +1461,7 @@ static void unpack_done(struct wr_job *job) {
     return;
   }
   wr_http_stream_begin(b->req, 200, "application/x-ndjson", NULL);
+  wr_http_on_drain(b->req, build_drained, b);
   b->streaming = true;
   build_run_steps(b);
 }
@@ -1777,4 +1812,17 @@ void wr_templates_recover(struct wr_daemon *d) {
     if (wr_sandbox_remove(sb, true, recovered_rm_done, NULL, &err) < 0)
       wr_warn("templates: remove %s: %s", sb->name, err.msg);
   }
+}
+
+unsigned wr_templates_on_image(struct wr_daemon *d, const char *image) {
+  struct wr_template_rec *recs = NULL;
+  unsigned on = 0;
+  size_t n = 0;
+
+  if (wr_store_template_list(d->store, &recs, &n, NULL) < 0)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    on += strcmp(recs[i].base, image) == 0;
+  wr_template_recs_free(recs, n);
+  return on;
 }

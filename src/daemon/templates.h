@@ -63,6 +63,8 @@ void wr_templates_recover(struct wr_daemon *d);
  */
 
 bool wr_template_exists(struct wr_daemon *d, const char *name);
+/* How many templates are built over `image` (which may then not go). */
+unsigned wr_templates_on_image(struct wr_daemon *d, const char *image);
 /* The templates, as `image ls` shows them (each with "kind":"template"). */
 json_t *wr_templates_list_json(struct wr_daemon *d);
 
