@@ -42,6 +42,17 @@
  * each in a row), so that a load that comes and goes on a shared machine
  * weighs on the direct figure and its peers alike.
  *
+ * `wrbench template` (bench/run, unless --no-template) builds the Vite +
+ * React fixture's template (tests/fixtures/vite-app) with an ENV of its
+ * own run, so every layer key is new and the build is cold (npm install
+ * from the registry), then again with nothing changed; times --runs
+ * creates from it until the page answers (create, which waits for the
+ * EXPOSE port, then an exec of curl) against a plain create + first exec;
+ * and creates --paused K sandboxes from it, fetches the page once in each,
+ * pauses them and reads their cgroups' memory: the mean, and how many the
+ * host would hold (MemTotal less --reserve-gib, over the mean; an
+ * extrapolation from K).
+ *
  * `wrbench wake` (bench/run runs it after the creates) measures pause and
  * wake in one sandbox running python3's http.server on a published port:
  * - pause and resume, through the API (one client on the socket: the

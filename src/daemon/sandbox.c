@@ -971,7 +971,9 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
 static void started(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   wr_http_req_t *req = arg;
 
-  if (err != NULL)
+  if (err != NULL && wr_template_not_ready(err)) /* templates */
+    wr_http_reply_error(req, 504, "not_ready", "%s", err->msg);
+  else if (err != NULL)
     wr_http_reply_error(req, 500, "start_failed", "%s", err->msg);
   else
     reply_sandbox(req, 200, sb);
