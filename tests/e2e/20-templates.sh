@@ -248,3 +248,32 @@ EOF2
   assert_contains "$out" "done-before"
   "$WARREN" image rm killed >/dev/null
 }
+
+# What a client may send that is not a build context, or a client that
+# goes away in the middle: clear errors, and the daemon carries on.
+test_bad_contexts_and_gone_clients() {
+  local ctx=$TPL_DIR/gone out
+  out=$(head -c 5000 /dev/urandom | api POST /v1/templates/junk/build \
+    -H 'Content-Type: application/x-tar' --data-binary @-)
+  assert_api_error "$out" bad_request "garbage"
+  out=$(api POST /v1/templates/junk/build -H 'Content-Type: application/x-tar' \
+    --data-binary @/dev/null)
+  assert_api_error "$out" bad_request "an empty body"
+  out=$(api POST "/v1/templates/..bad/build" --data-binary @/dev/null)
+  assert_api_error "$out" bad_request "a bad name"
+  tar -C "$TPL_FIXTURE" -cf "$WR_RUN/no-dockerfile.tar" package.json
+  out=$(api POST /v1/templates/junk/build --data-binary @"$WR_RUN/no-dockerfile.tar")
+  assert_contains "$out" "has no Dockerfile"
+  # A client that leaves during a RUN: the build goes on and is cached.
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+RUN sleep 1; echo finished > /finished
+EOF2
+  timeout 0.5 "$WARREN" image build gone -f "$ctx/Dockerfile" "$ctx" \
+    >/dev/null 2>&1 || true
+  wait_until 20 "$WARREN" image inspect gone || fail "the build did not finish"
+  out=$("$WARREN" image build gone -f "$ctx/Dockerfile" "$ctx" 2>&1)
+  assert_contains "$out" "(cached)"
+  "$WARREN" image rm gone >/dev/null
+  assert_daemon_alive
+}
