@@ -1012,6 +1012,56 @@ struct copy_src {
   char *into;
 };
 
+/* The mode and owner of directory `path` in the stack below the new
+ * layer (its layers newest first, then the image), or 0755 root's. */
+static void stack_dir_mode(const struct wr_tpl_build *b, const char *path,
+                           struct stat *out) {
+  size_t n = wr_strv_len(b->layers);
+
+  *out = (struct stat){.st_mode = S_IFDIR | 0755};
+  for (size_t i = n + 1; i-- > 0;) {
+    _cleanup_free_ char *dir =
+        i > 0 ? layer_path(b->d, b->layers[i - 1]) : xstrdup(b->base_dir);
+    _cleanup_close_ int root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int fd = -1;
+    struct stat st;
+    if (root < 0)
+      continue;
+    fd = wr_open_in_root(root, path, O_PATH | O_DIRECTORY, 0, NULL);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+      *out = st;
+      return;
+    }
+  }
+}
+
+/* Each directory on the way to `into` is made in the layer as the stack
+ * below has it, so that a COPY into /tmp or /root keeps their modes (the
+ * layer's copy of a directory is what a sandbox sees). */
+static int make_parents(const struct wr_tpl_build *b, int layerfd,
+                        const char *into, wr_error_t *err) {
+  _cleanup_free_ char *path = wr_path_normalize(into);
+
+  for (char *c = path + 1; *path != '\0' && c != NULL;) {
+    struct stat st;
+    int fd;
+    c = strchr(c, '/');
+    if (c != NULL)
+      *c = '\0';
+    if (path[1] != '\0') {
+      stack_dir_mode(b, path, &st);
+      fd = wr_mkdir_p_in_root(layerfd, path, st.st_mode & 07777, st.st_uid,
+                              st.st_gid, err);
+      if (fd < 0)
+        return -1;
+      close(fd);
+    }
+    if (c != NULL)
+      *c++ = '/';
+  }
+  return 0;
+}
+
 /* Unpack each archive into a new layer; its files are root's (ids 0..
  * of the layer, as an image's). */
 static int copy_unpack(struct wr_tpl_build *b, struct copy_src *srcs, size_t n,
@@ -1031,6 +1081,8 @@ static int copy_unpack(struct wr_tpl_build *b, struct copy_src *srcs, size_t n,
   tc.rootfd = layerfd;
   for (size_t i = 0; i < n; i++) {
     struct wr_tar_stats s = {0};
+    if (make_parents(b, layerfd, srcs[i].into, err) < 0)
+      return -1;
     if (lseek(srcs[i].fd, 0, SEEK_SET) < 0)
       return wr_error_set(err, errno, "seek");
     if (wr_tar_extract(&tc, srcs[i].into, true, srcs[i].fd, &s, err) < 0)
@@ -1228,6 +1280,23 @@ static void run_spawned(struct wr_proc *p, void *arg, const wr_error_t *err) {
   p->observer_arg = b;
 }
 
+/* WORKDIR exists for the command (as Docker makes it): root's, in the
+ * build sandbox, so the step's layer has it. A few syscalls in a root that
+ * only the daemon has used yet. */
+static int make_workdir(struct wr_tpl_build *b, struct wr_sandbox *sb,
+                        wr_error_t *err) {
+  uint32_t root = wr_rt_id_base(sb->slot);
+  int fd;
+
+  if (strcmp(b->workdir, "/") == 0)
+    return 0;
+  fd = wr_mkdir_p_in_root(sb->rootfd, b->workdir, 0755, root, root, err);
+  if (fd < 0)
+    return wr_error_wrap(err, "WORKDIR %s", b->workdir);
+  close(fd);
+  return 0;
+}
+
 static void run_created(struct wr_sandbox *sb, void *arg,
                         const wr_error_t *err) {
   struct wr_tpl_build *b = arg;
@@ -1243,7 +1312,8 @@ static void run_created(struct wr_sandbox *sb, void *arg,
     step_fail(b, msg);
     return;
   }
-  if (wr_exec_start(sb, &o, run_spawned, b, &e) < 0)
+  if (make_workdir(b, sb, &e) < 0 ||
+      wr_exec_start(sb, &o, run_spawned, b, &e) < 0)
     run_fail(b, e.msg);
 }
 

@@ -277,3 +277,26 @@ EOF2
   "$WARREN" image rm gone >/dev/null
   assert_daemon_alive
 }
+
+# COPY into a directory of the image keeps that directory as it was (a
+# layer's copy of it is what sandboxes see); WORKDIR exists for RUN.
+test_copy_keeps_directory_modes_and_workdir_exists() {
+  local ctx=$TPL_DIR/modes out
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+COPY f.txt /tmp/
+COPY f.txt /root/deep/
+WORKDIR /work/here
+RUN pwd > /where
+EOF2
+  echo x >"$ctx/f.txt"
+  "$WARREN" image build modes -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build modes"
+  new_sandbox tpl-modes --image modes
+  out=$("$WARREN" exec tpl-modes -- stat -c '%a %U %n' /tmp /root /root/deep/f.txt)
+  assert_contains "$out" "1777 root /tmp"
+  assert_contains "$out" "700 root /root"
+  assert_contains "$out" "644 root /root/deep/f.txt"
+  assert_eq /work/here "$("$WARREN" exec tpl-modes -- cat /where)"
+  assert_eq /work/here "$("$WARREN" exec tpl-modes -- pwd)"
+}
