@@ -300,3 +300,32 @@ EOF2
   assert_eq /work/here "$("$WARREN" exec tpl-modes -- cat /where)"
   assert_eq /work/here "$("$WARREN" exec tpl-modes -- pwd)"
 }
+
+# FROM a template: its layers and settings carry over; the parent may go,
+# the child keeps the layers it needs.
+test_from_a_template() {
+  local ctx=$TPL_DIR/parent out
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+ENV FROM_PARENT=1
+WORKDIR /srv
+RUN echo parent > /srv/index.html
+EXPOSE 8000
+CMD ["python3", "-m", "http.server", "8000"]
+EOF2
+  "$WARREN" image build tpl-parent -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build the parent"
+  printf 'FROM tpl-parent\nRUN echo child >> /srv/index.html\n' >"$ctx/Dockerfile"
+  "$WARREN" image build tpl-child -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build the child"
+  assert_eq tpl-parent "$("$WARREN" image ls --json |
+    jq -r '.[] | select(.name == "tpl-child") | .parent')"
+  "$WARREN" image rm tpl-parent >/dev/null
+  new_sandbox tpl-kid --image tpl-child
+  out=$(tpl_page tpl-kid 8000) || fail "the child's CMD does not serve"
+  assert_contains "$out" "parent"
+  assert_contains "$out" "child"
+  assert_eq 1 "$("$WARREN" exec tpl-kid -- printenv FROM_PARENT)"
+  "$WARREN" rm -f tpl-kid >/dev/null
+  "$WARREN" image rm tpl-child >/dev/null
+}
