@@ -660,6 +660,10 @@ struct wr_tpl_build {
   int tar_fd;
   uint64_t received;
   bool too_big;
+  uv_fs_t fs; /* the write of `chunk` in flight */
+  wr_buf_t chunk;
+  bool writing, write_failed, body_done;
+  int body_status;
   char *dockerfile;
   struct wr_dockerfile df;
   /* What the steps so far made. */
@@ -708,6 +712,7 @@ static void build_free(struct wr_tpl_build *b) {
   free(b->user);
   json_decref(b->steps);
   wr_buf_free(&b->out);
+  wr_buf_free(&b->chunk);
   free(b->fail_msg);
   free(b->layer_tmp);
   free(b);
@@ -1536,36 +1541,73 @@ static void unpack_done(struct wr_job *job) {
   build_run_steps(b);
 }
 
+static void body_end(struct wr_tpl_build *b);
+
+/* A chunk of the context is on disk (or not): take the next. */
+static void body_written(uv_fs_t *fs) {
+  struct wr_tpl_build *b = fs->data;
+
+  if (fs->result < 0 || (size_t)fs->result != b->chunk.len) {
+    wr_warn("template `%s`: write the build context: %s", b->name,
+            fs->result < 0 ? uv_strerror((int)fs->result) : "short write");
+    b->write_failed = true;
+  }
+  uv_fs_req_cleanup(fs);
+  wr_buf_reset(&b->chunk);
+  b->writing = false;
+  if (b->body_done)
+    body_end(b);
+  else if (b->req != NULL)
+    wr_http_body_pause(b->req, false);
+}
+
+/* Each chunk goes to the context file on the threadpool (uv_fs_write),
+ * the body paused meanwhile, so the loop never waits for the disk. */
 static void on_body(wr_http_req_t *req, const char *data, size_t len,
                     void *arg) {
   struct wr_tpl_build *b = arg;
-  wr_error_t err;
+  uv_buf_t buf;
 
-  (void)req;
-  if (b->too_big || b->tar_fd < 0)
+  if (b->too_big || b->write_failed)
     return;
   b->received += len;
   if (b->received > WR_TEMPLATE_CONTEXT_MAX) {
     b->too_big = true;
     return;
   }
-  /* A local file: a short blocking write, as the page cache takes it. */
-  if (wr_write_all(b->tar_fd, data, len, &err) < 0) {
-    wr_warn("template `%s`: %s", b->name, err.msg);
-    wr_closep(&b->tar_fd);
+  wr_buf_append(&b->chunk, data, len);
+  buf = uv_buf_init(b->chunk.data, (unsigned)b->chunk.len);
+  b->fs.data = b;
+  b->writing = true;
+  wr_http_body_pause(req, true);
+  if (uv_fs_write(b->d->loop, &b->fs, b->tar_fd, &buf, 1, -1, body_written) <
+      0) {
+    b->writing = false;
+    b->write_failed = true;
+    wr_buf_reset(&b->chunk);
+    wr_http_body_pause(req, false);
   }
 }
 
 static void on_body_end(wr_http_req_t *req, int status, void *arg) {
   struct wr_tpl_build *b = arg;
-  char msg[128];
 
   (void)req;
+  b->body_done = true;
+  b->body_status = status;
+  if (!b->writing)
+    body_end(b);
+}
+
+static void body_end(struct wr_tpl_build *b) {
+  int status = b->body_status;
+  char msg[128];
+
   if (status < 0) {
     build_fail(b, 400, "bad_request", "the build context did not arrive");
     return;
   }
-  if (b->too_big || b->tar_fd < 0) {
+  if (b->too_big || b->write_failed) {
     snprintf(msg, sizeof(msg),
              "the build context is larger than %llu MiB (or could not be "
              "stored)",
@@ -1646,6 +1688,7 @@ void wr_api_template_build(wr_http_req_t *req, void *ctx) {
   b->steps = json_array();
   b->started_ns = wr_mono_ns();
   wr_buf_init(&b->out);
+  wr_buf_init(&b->chunk);
   b->next = d->tpl_builds;
   d->tpl_builds = b;
   if (build_open(b, &err) < 0) {
