@@ -1502,10 +1502,14 @@ static void unpack_work(struct wr_job *job) {
     wr_error_wrap(&job->err, "the build context");
     return;
   }
-  if (wr_read_file_at(ctxfd, DOCKERFILE_ENTRY, WR_DF_TEXT_MAX, &b->dockerfile,
-                      &len, &job->err) < 0) {
-    wr_error_setx(&job->err, EINVAL, "the build context has no Dockerfile (%s)",
-                  DOCKERFILE_ENTRY);
+  /* The client made this tree: the Dockerfile is read only if it is a
+   * regular file of its own (never through a symlink it planted). */
+  if (wr_read_in_root(ctxfd, "in the build context", DOCKERFILE_ENTRY,
+                      WR_DF_TEXT_MAX, &b->dockerfile, &len, &job->err) < 0) {
+    if (job->err.code == ENOENT)
+      wr_error_setx(&job->err, EINVAL,
+                    "the build context has no Dockerfile (%s)",
+                    DOCKERFILE_ENTRY);
     return;
   }
   unlinkat(ctxfd, DOCKERFILE_ENTRY, 0);

@@ -264,6 +264,14 @@ test_bad_contexts_and_gone_clients() {
   tar -C "$TPL_FIXTURE" -cf "$WR_RUN/no-dockerfile.tar" package.json
   out=$(api POST /v1/templates/junk/build --data-binary @"$WR_RUN/no-dockerfile.tar")
   assert_contains "$out" "has no Dockerfile"
+  # A Dockerfile that is a symlink out of the context is never read.
+  rm -rf "$WR_RUN/linkctx"
+  mkdir -p "$WR_RUN/linkctx"
+  ln -s /etc/shadow "$WR_RUN/linkctx/.warren-Dockerfile"
+  tar -C "$WR_RUN/linkctx" -cf "$WR_RUN/link.tar" .warren-Dockerfile
+  out=$(api POST /v1/templates/junk/build --data-binary @"$WR_RUN/link.tar")
+  assert_api_error "$out" bad_request "a symlinked Dockerfile"
+  assert_not_contains "$out" "root:"
   # A client that leaves during a RUN: the build goes on and is cached.
   tpl_context "$ctx" <<'EOF2'
 FROM base
