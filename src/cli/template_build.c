@@ -83,6 +83,8 @@ static int on_event(json_t *event, void *arg, wr_error_t *err) {
                 (long long)wr_cli_jint(event, "step"),
                 (long long)wr_cli_jint(event, "of"), wr_cli_jstr(event, "text"),
                 wr_cli_jbool(event, "cached") ? " (cached)" : "");
+  } else if (strcmp(type, "note") == 0) {
+    wr_cli_line(stderr, "note: %s", wr_cli_jstr(event, "message"));
   } else if (strcmp(type, "output") == 0) {
     _cleanup_free_ char *text = wr_cli_safe_text(wr_cli_jstr(event, "data"));
     fputs(text, stderr);

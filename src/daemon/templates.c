@@ -40,6 +40,7 @@
 #include "common/dockerfile.h"
 #include "daemon/daemon_internal.h"
 #include "daemon/jobs.h"
+#include "daemon/network_internal.h"
 #include "daemon/procs.h"
 #include "daemon/request.h"
 #include "net/net.h"
@@ -1542,6 +1543,11 @@ static void unpack_done(struct wr_job *job) {
   wr_http_stream_begin(b->req, 200, "application/x-ndjson", NULL);
   wr_http_on_drain(b->req, build_drained, b);
   b->streaming = true;
+  if (wr_network_preset(b->d->network) == WR_PRESET_LOCKED)
+    emit(b, json_pack("{s:s,s:s}", "type", "note", "message",
+                      "the daemon's egress policy is `locked`: RUN steps "
+                      "reach only what its allow rules name (`warren policy "
+                      "init balanced` lets package managers through)"));
   build_run_steps(b);
 }
 
