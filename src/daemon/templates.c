@@ -39,6 +39,7 @@
 
 #include "common/dockerfile.h"
 #include "daemon/daemon_internal.h"
+#include "daemon/events.h"
 #include "daemon/jobs.h"
 #include "daemon/network_internal.h"
 #include "daemon/procs.h"
@@ -328,6 +329,8 @@ struct tpl_ready {
   int connect_status;
   int handles; /* open among timer and tcp */
   bool ended;
+  bool awaited; /* the port is being waited for */
+  uint64_t started_ns;
 };
 
 static void ready_free(struct tpl_ready *r) {
@@ -347,6 +350,21 @@ static void ready_handle_closed(uv_handle_t *h) {
     ready_free(r);
 }
 
+/* The "template" event: the start command started (no port awaited),
+ * answers on its port, or did not. */
+static void ready_event(const struct tpl_ready *r, const wr_error_t *err) {
+  double ms = (double)(wr_mono_ns() - r->started_ns) / 1e6;
+  const char *phase = err != NULL  ? "not_ready"
+                      : r->awaited ? "ready"
+                                   : "started";
+  json_t *detail = json_pack("{s:s,s:s,s:i,s:f}", "phase", phase, "cmd",
+                             r->cmd_text, "port", (int)r->port, "ms", ms);
+
+  if (err != NULL)
+    json_object_set_new(detail, "message", json_string(err->msg));
+  wr_events_emit(r->sb->d, "template", r->sb, detail);
+}
+
 /* The one end of a wait: done is called once, then r goes when its
  * handles have closed. */
 static void ready_end(struct tpl_ready *r, const wr_error_t *err) {
@@ -363,6 +381,7 @@ static void ready_end(struct tpl_ready *r, const wr_error_t *err) {
   sb->tpl.ready_timeout_s = 0;
   if (!uv_is_closing((uv_handle_t *)&r->timer))
     uv_close((uv_handle_t *)&r->timer, ready_handle_closed);
+  ready_event(r, err);
   if (r->done != NULL)
     r->done(sb, r->arg, err);
 }
@@ -495,6 +514,7 @@ static void start_spawned(struct wr_proc *p, void *arg, const wr_error_t *err) {
   }
   p->observer = start_observer;
   p->observer_arg = r;
+  r->awaited = true;
   r->netns = wr_rt_open_netns(&r->sb->inst, &e);
   if (r->netns < 0) {
     ready_end(r, &e);
@@ -533,7 +553,8 @@ static void start_command(struct wr_sandbox *sb, wr_sandbox_done_fn done,
   r->port = (uint16_t)json_integer_value(json_object_get(conf, "port"));
   r->timeout_s = sb->tpl.ready_timeout_s > 0 ? sb->tpl.ready_timeout_s
                                              : WR_TEMPLATE_READY_TIMEOUT_S;
-  r->deadline_ns = wr_mono_ns() + (uint64_t)(r->timeout_s * 1e9);
+  r->started_ns = wr_mono_ns();
+  r->deadline_ns = r->started_ns + (uint64_t)(r->timeout_s * 1e9);
   uv_timer_init(sb->d->loop, &r->timer);
   r->timer.data = r;
   r->handles = 1;

@@ -122,7 +122,7 @@ EOF
 }
 
 test_create_from_the_template_serves_the_page() {
-  local page
+  local page out
   tpl_vite
   new_sandbox tpl-web --image vite
   # No wait here: the create returned once the port answered.
@@ -134,6 +134,9 @@ test_create_from_the_template_serves_the_page() {
   assert_contains "$page" "Hello from a warren template"
   assert_contains "$("$WARREN" ps tpl-web)" "npx vite --host 0.0.0.0"
   assert_eq /app "$("$WARREN" exec tpl-web -- pwd)"
+  out=$("$WARREN" events --json --sandbox "$(sb_get tpl-web .id)" |
+    jq -r 'select(.type == "template") | "\(.phase) \(.port)"')
+  assert_eq "ready 5173" "$out" "the template event"
   # A template in use is not removed.
   assert_contains "$(must_fail "$WARREN" image rm vite)" "used by 1 sandbox"
 }
@@ -201,6 +204,8 @@ EOF
     --ready-timeout 2)
   assert_contains "$out" "did not answer on port 9 within 2 s"
   assert_contains "$out" "never listening"
+  assert_eq not_ready "$("$WARREN" events --json --sandbox \
+    "$(sb_get tpl-deaf .id)" | jq -r 'select(.type == "template") | .phase')"
   # Left running, to be looked at.
   assert_eq running "$(sb_state tpl-deaf)"
   assert_contains "$("$WARREN" logs tpl-deaf start)" "never listening"
