@@ -342,3 +342,28 @@ EOF2
   "$WARREN" rm -f tpl-kid >/dev/null
   "$WARREN" image rm tpl-child >/dev/null
 }
+
+# A SIGKILLed daemon: the template sandbox keeps serving (its CMD is
+# init's), and the next daemon knows its layers and CMD: a stop and start
+# serves again.
+test_template_sandbox_survives_a_daemon_kill() {
+  local ctx=$TPL_DIR/kept
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+WORKDIR /srv
+RUN echo kept > index.html
+EXPOSE 8000
+CMD ["python3", "-m", "http.server", "8000"]
+EOF2
+  "$WARREN" image build kept -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build kept"
+  new_sandbox tpl-kept --image kept
+  assert_contains "$(tpl_page tpl-kept 8000)" "kept"
+  kill_daemon
+  start_daemon
+  assert_contains "$(tpl_page tpl-kept 8000)" "kept" "after the restart"
+  "$WARREN" stop tpl-kept >/dev/null
+  "$WARREN" start tpl-kept >/dev/null
+  assert_contains "$(tpl_page tpl-kept 8000)" "kept" "after stop and start"
+  assert_contains "$(must_fail "$WARREN" image rm kept)" "used by 1 sandbox"
+}
