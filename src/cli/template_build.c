@@ -138,8 +138,9 @@ static int print_done(const struct tpl_build *b) {
     return wr_cli_print_json(t) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
   wr_format_size((uint64_t)WR_MAX(wr_cli_jint(t, "size_bytes"), 0), size,
                  sizeof(size));
-  printf("template `%s` ready (%lld steps run, %lld cached, %.1f s, %s)\n",
+  printf("template `%s` ready (%lld step%s run, %lld cached, %.1f s, %s)\n",
          wr_cli_jstr(t, "name"), (long long)wr_cli_jint(b->done, "ran"),
+         wr_cli_jint(b->done, "ran") == 1 ? "" : "s",
          (long long)wr_cli_jint(b->done, "cached"),
          json_number_value(json_object_get(b->done, "duration_ms")) / 1000.0,
          size);

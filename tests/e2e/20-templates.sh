@@ -76,7 +76,7 @@ test_a_change_reruns_only_the_steps_after_it() {
   assert_contains "$out" "Step 3/7 : COPY package.json ./ (cached)"
   assert_contains "$out" "Step 4/7 : RUN npm install --no-audit --no-fund (cached)"
   assert_not_contains "$out" "Step 5/7 : COPY . . (cached)"
-  assert_contains "$out" "(1 steps run, 2 cached"
+  assert_contains "$out" "(1 step run, 2 cached"
   "$WARREN" image rm vite-changed >/dev/null
 }
 
