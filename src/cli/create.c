@@ -47,7 +47,8 @@ static const char help[] =
     "  --no-start       create it stopped\n"
     "  --no-wait        from a template: return once its CMD is started,\n"
     "                   not once its EXPOSE port answers\n"
-    "  --ready-timeout T  from a template: how long to wait for the port\n"
+    "  --ready-timeout T\n"
+    "                   from a template: how long to wait for the port\n"
     "                   (default 120s); past it the create fails with the\n"
     "                   CMD's last output and the sandbox is left running\n"
     "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
@@ -62,7 +63,8 @@ static const char help[] =
     "  warren create --name review --clone codex ~/src/app\n"
     "  warren create --name web --memory 1g --cpus 1.5 --disk 2g\n"
     "  warren create --name web --reuse\n"
-    "  warren create --name ci --label team=infra --env CI=1 --json\n";
+    "  warren create --name ci --label team=infra --env CI=1 --json\n"
+    "  warren create --name app --image vite --ready-timeout 60\n";
 
 enum {
   OPT_NAME = 256,
