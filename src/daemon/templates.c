@@ -32,6 +32,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -1501,6 +1502,103 @@ static int resolve_from(struct wr_tpl_build *b, wr_error_t *err) {
 
 /* ---- the request: its body, the context, the Dockerfile ---- */
 
+/* ---- .dockerignore ----
+ *
+ * The context is sent whole; a .dockerignore in it removes what its
+ * patterns match from the unpacked context before any COPY (so COPY . .
+ * skips node_modules, say). Patterns are fnmatch(3) patterns of paths
+ * relative to the context (a leading "/" or "./" and a trailing "/" are
+ * dropped; "**" at the start matches any directories); a match removes
+ * the entry and all below it. Exceptions ("!pattern") are refused.
+ */
+#define IGNORE_MAX (64u << 10)
+
+struct ignore_walk {
+  char **patterns;
+  char *rel; /* the directory walked, relative ("" at the top) */
+  int depth;
+};
+
+static bool ignored(char *const *patterns, const char *rel) {
+  for (size_t i = 0; patterns[i] != NULL; i++) {
+    const char *p = patterns[i];
+    if (fnmatch(p, rel, FNM_PATHNAME) == 0)
+      return true;
+    if (wr_str_has_prefix(p, "**/") && fnmatch(p + 3, rel, 0) == 0)
+      return true;
+    if (wr_str_has_prefix(p, "**/") && fnmatch(p, rel, 0) == 0)
+      return true;
+  }
+  return false;
+}
+
+static int ignore_entry(int dirfd, const char *name, void *arg,
+                        wr_error_t *err) {
+  struct ignore_walk *w = arg;
+  _cleanup_free_ char *rel =
+      *w->rel ? xasprintf("%s/%s", w->rel, name) : xstrdup(name);
+  struct ignore_walk sub = {w->patterns, rel, w->depth + 1};
+  _cleanup_close_ int fd = -1;
+  struct stat st;
+
+  if (ignored(w->patterns, rel))
+    return wr_rm_rf_at(dirfd, name, err) < 0 ? -1 : 0;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+      !S_ISDIR(st.st_mode))
+    return 0;
+  if (sub.depth > WR_LAYERS_MAX_NEST)
+    return wr_error_setx(err, ELOOP, "the build context nests too deep");
+  fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return wr_error_set(err, errno, "open `%s` in the build context", rel);
+  return wr_dir_each(fd, ignore_entry, &sub, err) < 0 ? -1 : 0;
+}
+
+static char **ignore_patterns(const char *text, wr_error_t *err) {
+  _cleanup_free_ char *copy = xstrdup(text);
+  char **v = xcalloc(1, sizeof(char *));
+  char *save = NULL;
+
+  for (char *l = strtok_r(copy, "\n", &save); l != NULL;
+       l = strtok_r(NULL, "\n", &save)) {
+    size_t n;
+    while (*l == ' ' || *l == '\t')
+      l++;
+    n = strlen(l);
+    while (n > 0 && strchr(" \t\r/", l[n - 1]) != NULL)
+      l[--n] = '\0';
+    if (*l == '#' || *l == '\0')
+      continue;
+    if (*l == '!') {
+      wr_strv_free(v);
+      wr_error_setx(err, EINVAL,
+                    ".dockerignore: exceptions (`%.64s`) are not supported", l);
+      return NULL;
+    }
+    while (*l == '/' || wr_str_has_prefix(l, "./"))
+      l += *l == '/' ? 1 : 2;
+    if (*l != '\0')
+      v = wr_strv_push(v, l);
+  }
+  return v;
+}
+
+static int apply_dockerignore(int ctxfd, wr_error_t *err) {
+  _cleanup_free_ char *text = NULL;
+  struct ignore_walk w = {.rel = ""};
+  size_t len = 0;
+  int r;
+
+  if (wr_read_in_root(ctxfd, "in the build context", ".dockerignore",
+                      IGNORE_MAX, &text, &len, err) < 0)
+    return err->code == ENOENT ? 0 : -1;
+  if ((w.patterns = ignore_patterns(text, err)) == NULL)
+    return -1;
+  r = wr_dir_each(ctxfd, ignore_entry, &w, err);
+  wr_strv_free(w.patterns);
+  return r < 0 ? -1 : 0;
+}
+
 static void unpack_work(struct wr_job *job) {
   struct wr_tpl_build *b = job->arg;
   _cleanup_free_ char *ctx = xasprintf("%s/ctx", b->work);
@@ -1535,6 +1633,8 @@ static void unpack_work(struct wr_job *job) {
     return;
   }
   unlinkat(ctxfd, DOCKERFILE_ENTRY, 0);
+  if (apply_dockerignore(ctxfd, &job->err) < 0)
+    return;
   job->result = 0;
 }
 

@@ -367,3 +367,30 @@ EOF2
   assert_contains "$(tpl_page tpl-kept 8000)" "kept" "after stop and start"
   assert_contains "$(must_fail "$WARREN" image rm kept)" "used by 1 sandbox"
 }
+
+# A .dockerignore removes what it matches from the context before COPY.
+test_dockerignore() {
+  local ctx=$TPL_DIR/ignore out
+  tpl_context "$ctx" <<'EOF2'
+FROM base
+COPY . /app/
+EOF2
+  mkdir -p "$ctx/node_modules/x" "$ctx/src/deep" "$ctx/dist"
+  echo keep >"$ctx/src/deep/keep.js"
+  echo junk >"$ctx/node_modules/x/junk.js"
+  echo log >"$ctx/src/deep/debug.log"
+  echo out >"$ctx/dist/out.js"
+  printf '# comments and blanks are skipped\n\nnode_modules\n**/*.log\n/dist/\n' \
+    >"$ctx/.dockerignore"
+  "$WARREN" image build ignore -f "$ctx/Dockerfile" "$ctx" >/dev/null 2>&1 ||
+    fail "build ignore"
+  new_sandbox tpl-ignore --image ignore
+  out=$("$WARREN" exec tpl-ignore -- sh -c 'cd /app && find . -type f | sort')
+  assert_contains "$out" "./src/deep/keep.js"
+  assert_not_contains "$out" "node_modules"
+  assert_not_contains "$out" "debug.log"
+  assert_not_contains "$out" "dist"
+  printf 'node_modules\n!node_modules/keep\n' >"$ctx/.dockerignore"
+  out=$(must_fail "$WARREN" image build ignore -f "$ctx/Dockerfile" "$ctx")
+  assert_contains "$out" "exceptions"
+}

@@ -140,8 +140,8 @@ static void test_create_parse(void **state) {
 static void test_create_template_wait(void **state) {
   struct wr_cli_create_opts o = {0};
   wr_error_t err = {0};
-  char **a = ARGV("create", "--image", "vite", "--no-wait", "--ready-timeout",
-                  "1m");
+  char **a =
+      ARGV("create", "--image", "vite", "--no-wait", "--ready-timeout", "1m");
   _cleanup_json_ json_t *body = NULL;
   _cleanup_free_ char *text = NULL;
   (void)state;
