@@ -1,9 +1,9 @@
 /*
  * `warren image build NAME -f Dockerfile [DIR]`: a template. The context
  * (DIR, whole: the daemon applies a .dockerignore) goes up as one tar
- * whose first entry is
- * the Dockerfile, named .warren-Dockerfile; the reply is an NDJSON stream
- * of steps, their output as it comes, and a "done" or "error" event.
+ * whose first entry is the Dockerfile, named .warren-Dockerfile; the
+ * reply is an NDJSON stream of steps, their output as it comes, and a
+ * "done" or "error" event.
  */
 #include "cli/cli.h"
 
