@@ -64,15 +64,16 @@ struct wr_daemon {
   wr_store_t *store;
   struct wr_runtime *rt;
   wr_http_server_t *http;
-  char *images_dir;                /* ROOT/images */
-  char *api_key;                   /* for the TCP listener, or NULL */
-  struct wr_sandbox *sandboxes;    /* list of sandboxes known to this daemon */
-  struct wr_image_build *builds;   /* image builds in progress */
-  struct wr_tpl_build *tpl_builds; /* template builds (templates.c) */
-  struct wr_network *network;      /* egress, secrets, ports (network.c) */
-  struct wr_events *events;        /* lifecycle events (events.c) */
-  struct wr_snapshots *snapshots;  /* disk snapshots (snapshots.c) */
-  struct wr_idle *idle;            /* the idle pause's tick (idle.c) */
+  char *images_dir;               /* ROOT/images */
+  char *api_key;                  /* for the TCP listener, or NULL */
+  struct wr_sandbox *sandboxes;   /* list of sandboxes known to this daemon */
+  struct wr_image_build *builds;  /* image builds in progress */
+  struct wr_network *network;     /* egress, secrets, ports (network.c) */
+  struct wr_events *events;       /* lifecycle events (events.c) */
+  struct wr_snapshots *snapshots; /* disk snapshots (snapshots.c) */
+  struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
+  /* Template builds in flight (templates.c). */
+  struct wr_tpl_build *tpl_builds;
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

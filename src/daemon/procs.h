@@ -119,9 +119,10 @@ struct wr_proc {
   uv_timer_t timer;
   bool timer_init;
   int refs;
-  int handles;                  /* uv handles still open */
-  bool gone;                    /* removed from the sandbox's list */
-  wr_proc_observer_fn observer; /* or NULL */
+  int handles; /* uv handles still open */
+  bool gone;   /* removed from the sandbox's list */
+  /* Who follows it inside the daemon (templates.c), or NULL. */
+  wr_proc_observer_fn observer;
   void *observer_arg;
 };
 

@@ -141,10 +141,11 @@ struct wr_sandbox {
   int64_t net_active_ms;
   struct wr_sandbox_idle idle; /* idle.c */
 
-  struct wr_sandbox_tpl tpl; /* templates.c */
-  struct wr_proc *procs;     /* processes spawned through init */
+  struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
   struct wr_outlog outlog; /* their kept output on disk */
+  /* Its template's start command being waited for (templates.c). */
+  struct wr_sandbox_tpl tpl;
 };
 
 /* ---- sandboxes (sandbox.c) ---------------------------------------------- */
