@@ -702,7 +702,8 @@ struct wr_tpl_build {
   uint64_t started_ns;
   /* The step in flight. */
   struct wr_job job;
-  struct wr_sandbox *sb; /* RUN's build sandbox */
+  struct wr_sandbox *sb;          /* RUN's build sandbox */
+  struct wr_rt_spec capture_spec; /* its layer's capture (borrows from sb) */
   int run_status;
   bool run_ok;
   wr_buf_t out; /* RUN's output, for a failure's message */
@@ -1214,14 +1215,12 @@ static void run_fail(struct wr_tpl_build *b, const char *why) {
 
 static void capture_work(struct wr_job *job) {
   struct wr_tpl_build *b = job->arg;
-  struct wr_rt_spec spec;
   struct wr_snap_capture cap = {.live = false};
 
-  wr_sandbox_rt_spec(b->sb, &spec);
   free(b->layer_tmp);
   b->layer_tmp = tmp_layer_name(b);
-  job->result =
-      wr_rt_snapshot_capture(job->d->rt, &spec, b->layer_tmp, &cap, &job->err);
+  job->result = wr_rt_snapshot_capture(job->d->rt, &b->capture_spec,
+                                       b->layer_tmp, &cap, &job->err);
   if (job->result == 0)
     job->result = install_layer(b, cap.bytes, &job->err);
   if (job->result < 0)
@@ -1245,6 +1244,9 @@ static void run_stopped(struct wr_sandbox *sb, void *arg,
 
   (void)sb;
   if (b->run_ok && err == NULL) {
+    /* Made here: the worker reads only what it is given (the spec
+     * borrows the stopped sandbox's strings, which do not change). */
+    wr_sandbox_rt_spec(b->sb, &b->capture_spec);
     b->job =
         (struct wr_job){.fn = capture_work, .done = capture_done, .arg = b};
     wr_job_queue(b->d, &b->job);
