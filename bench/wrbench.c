@@ -10,6 +10,8 @@
  *   wrbench snapshot [--socket PATH] [--runs N] [--mib N] [--files N]
  *   wrbench pool [--socket PATH] [--runs N] [--image NAME]
  *   wrbench evict [--socket PATH] [--runs N]
+ *   wrbench template [--socket PATH] [--cli PATH] [--fixture DIR] [--runs N]
+ *                    [--paused K] [--reserve-gib G]
  *
  * - create + first exec of `true` (API round trips, as a client sees them)
  *   vs `bwrap --unshare-all ... true` on the same image;
@@ -45,6 +47,17 @@
  * The paths take turns (a transfer, or a quarter of the connections, of
  * each in a row), so that a load that comes and goes on a shared machine
  * weighs on the direct figure and its peers alike.
+ *
+ * `wrbench template` (bench/run, unless --no-template) builds the Vite +
+ * React fixture's template (tests/fixtures/vite-app) with an ENV of its
+ * own run, so every layer key is new and the build is cold (npm install
+ * from the registry), then again with nothing changed; times --runs
+ * creates from it until the page answers (create, which waits for the
+ * EXPOSE port, then an exec of curl) against a plain create + first exec;
+ * and creates --paused K sandboxes from it, fetches the page once in each,
+ * pauses them and reads their cgroups' memory: the mean, and how many the
+ * host would hold (MemTotal less --reserve-gib, over the mean; an
+ * extrapolation from K).
  *
  * `wrbench wake` (bench/run runs it after the creates) measures pause and
  * wake in one sandbox running python3's http.server on a published port:
@@ -1827,6 +1840,250 @@ static int pool_main(int argc, char **argv) {
   return n > 0 && np > 0 ? 0 : 1;
 }
 
+/* ---- wrbench template ---------------------------------------------------- */
+
+struct tpl_opts {
+  const char *socket, *cli, *fixture;
+  int runs, paused;
+  double reserve_gib;
+};
+
+/* `warren image build NAME -f DIR/Dockerfile DIR`, its output quiet; ms or
+ * -1. */
+static double tpl_build(const struct tpl_opts *o, const char *name,
+                        const char *dir) {
+  char df[512];
+  char *argv[] = {(char *)o->cli, "image", "build",     (char *)name,
+                  "-f",           df,      (char *)dir, NULL};
+  uint64_t t0 = wr_mono_ns();
+  posix_spawn_file_actions_t fa;
+  pid_t pid;
+  int status, r;
+
+  snprintf(df, sizeof(df), "%s/Dockerfile", dir);
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (r != 0)
+    return -1;
+  while (waitpid(pid, &status, 0) < 0)
+    ;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return -1;
+  return ms_since(t0);
+}
+
+/* The fixture in a directory of its own, with an ENV of this run's after
+ * FROM: every layer key is new, so the first build is cold (npm install
+ * from the registry with an empty cache), and nothing else shares them. */
+static int tpl_context(const struct tpl_opts *o, char *dir) {
+  char src[512], dst[512], line[1024];
+  char *cp[] = {"cp", "-a", src, dir, NULL};
+  FILE *in, *out;
+
+  if (mkdtemp(dir) == NULL)
+    return -1;
+  snprintf(src, sizeof(src), "%s/.", o->fixture);
+  if (run(cp) != 0)
+    return -1;
+  snprintf(src, sizeof(src), "%s/Dockerfile", o->fixture);
+  snprintf(dst, sizeof(dst), "%s/Dockerfile", dir);
+  if ((in = fopen(src, "r")) == NULL || (out = fopen(dst, "w")) == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), in) != NULL) {
+    fputs(line, out);
+    if (strncmp(line, "FROM ", 5) == 0)
+      fprintf(out, "ENV WRBENCH_RUN=%llu\n", (unsigned long long)wr_mono_ns());
+  }
+  fclose(in);
+  return fclose(out) == 0 ? 0 : -1;
+}
+
+/* The page from inside the sandbox, through the dev server. */
+static int tpl_page(wr_http_client_t *c, const char *name) {
+  return exec_body(c, name,
+                   "{\"cmd\":[\"curl\",\"-fsS\",\"--noproxy\",\"*\","
+                   "\"-o\",\"/dev/null\",\"http://127.0.0.1:5173/\"]}");
+}
+
+static int tpl_create(wr_http_client_t *c, const char *name) {
+  char body[256];
+
+  snprintf(body, sizeof(body), "{\"name\":\"%s\",\"image\":\"bench-vite\"}",
+           name);
+  return call(c, "POST", "/v1/sandboxes", body) == 201 ? 0 : -1;
+}
+
+static void tpl_creates(const struct tpl_opts *o, wr_http_client_t *c) {
+  double *v = xcalloc((size_t)o->runs, sizeof(double));
+  double *pv = xcalloc((size_t)o->runs, sizeof(double));
+  int n = 0, pn = 0;
+  char name[64];
+
+  for (int i = 0; i < o->runs; i++) {
+    uint64_t t0 = wr_mono_ns();
+    snprintf(name, sizeof(name), "bench-tpl-c%d", i);
+    if (tpl_create(c, name) == 0 && tpl_page(c, name) == 0)
+      v[n++] = ms_since(t0);
+    destroy(c, name);
+    snprintf(name, sizeof(name), "bench-tpl-p%d", i);
+    t0 = wr_mono_ns();
+    if (create(c, name) == 0 && exec_true(c, name) == 0)
+      pv[pn++] = ms_since(t0);
+    destroy(c, name);
+  }
+  if (n > 0 && pn > 0) {
+    double p50 = pct(v, n, 50), p90 = pct(v, n, 90), q50 = pct(pv, pn, 50);
+    printf("%-34s p50 %8.1f ms  p90 %8.1f ms   plain create + exec p50 "
+           "%.1f ms, ratio %.2fx (%d runs, no pool)\n",
+           "template create until page answers", p50, p90, q50, p50 / q50, n);
+  }
+  free(v);
+  free(pv);
+}
+
+static long mem_total_kib(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long kib = -1;
+
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "MemTotal: %ld kB", &kib) == 1)
+      break;
+  if (f != NULL)
+    fclose(f);
+  return kib;
+}
+
+static double sandbox_memory(wr_http_client_t *c, const char *name) {
+  char path[128];
+  _cleanup_json_ json_t *j = NULL;
+
+  snprintf(path, sizeof(path), "/v1/sandboxes/%s", name);
+  j = call_json(c, "GET", path, NULL, 200);
+  return json_is_integer(json_object_get(j, "memory_bytes"))
+             ? (double)json_integer_value(json_object_get(j, "memory_bytes"))
+             : -1;
+}
+
+/* K sandboxes with the dev server started and the page served once, then
+ * paused: their cgroups' memory, and how many the host would hold. */
+static void tpl_paused(const struct tpl_opts *o, wr_http_client_t *c) {
+  double sum = 0, avail;
+  int n = 0;
+  char name[64], path[128];
+
+  for (int i = 0; i < o->paused; i++) {
+    snprintf(name, sizeof(name), "bench-tpl-z%d", i);
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/pause", name);
+    if (tpl_create(c, name) < 0 || tpl_page(c, name) < 0 ||
+        call(c, "POST", path, NULL) != 200)
+      fprintf(stderr, "wrbench: paused sandbox %s failed\n", name);
+  }
+  for (int i = 0; i < o->paused; i++) {
+    double m;
+    snprintf(name, sizeof(name), "bench-tpl-z%d", i);
+    if ((m = sandbox_memory(c, name)) > 0) {
+      sum += m;
+      n++;
+    }
+    destroy(c, name);
+  }
+  if (n == 0)
+    return;
+  avail = (double)mem_total_kib() * 1024 - o->reserve_gib * (1u << 30);
+  printf("%-34s mean %8.1f MiB (cgroup memory of %d paused Vite dev "
+         "servers)\n",
+         "paused template sandbox, memory", sum / n / (1 << 20), n);
+  printf("%-34s %8.0f         (MemTotal %.1f GiB minus %.1f GiB reserve, "
+         "divided by the mean; extrapolated from %d)\n",
+         "paused Vite sandboxes this host holds", avail / (sum / n),
+         (double)mem_total_kib() / (1 << 20), o->reserve_gib, n);
+}
+
+/*
+ * Templates (issue 13): the Vite fixture's template built cold (new
+ * layer keys, npm install from the registry) and again with nothing
+ * changed; a create from it until the page answers against a plain create
+ * + first exec; and --paused K paused dev servers' memory.
+ */
+static int template_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"cli", required_argument, NULL, 'c'},
+      {"fixture", required_argument, NULL, 'f'},
+      {"runs", required_argument, NULL, 'r'},
+      {"paused", required_argument, NULL, 'p'},
+      {"reserve-gib", required_argument, NULL, 'g'},
+      {NULL, 0, NULL, 0},
+  };
+  struct tpl_opts o = {"/run/warren/warrend.sock",
+                       "warren",
+                       "tests/fixtures/vite-app",
+                       10,
+                       8,
+                       2.0};
+  char dir[] = "/tmp/wrbench-tpl-XXXXXX";
+  double cold, warm;
+  wr_http_client_t *c;
+  int ch;
+
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 'c')
+      o.cli = optarg;
+    else if (ch == 'f')
+      o.fixture = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg);
+    else if (ch == 'p')
+      o.paused = atoi(optarg);
+    else if (ch == 'g')
+      o.reserve_gib = atof(optarg);
+    else
+      return 2;
+  }
+  if (o.runs < 1 || o.paused < 0)
+    return 2;
+  if (wr_http_client_open(o.socket, NULL, &c, NULL) < 0) {
+    fprintf(stderr, "wrbench: cannot reach %s\n", o.socket);
+    return 1;
+  }
+  call_q(c, "DELETE", "/v1/templates/bench-vite", NULL, 404);
+  if (tpl_context(&o, dir) < 0) {
+    fprintf(stderr, "wrbench: cannot copy the fixture %s\n", o.fixture);
+    return 1;
+  }
+  printf("warren bench template: the Vite + React fixture (%s)\n", o.fixture);
+  cold = tpl_build(&o, "bench-vite", dir);
+  warm = cold < 0 ? -1 : tpl_build(&o, "bench-vite", dir);
+  if (cold < 0 || warm < 0) {
+    fprintf(stderr,
+            "wrbench: the template build failed (try `%s image "
+            "build bench-vite -f %s/Dockerfile %s`)\n",
+            o.cli, dir, dir);
+    return 1;
+  }
+  printf("%-34s %8.1f s   (cold: new layer keys, npm install from the "
+         "registry)\n",
+         "template build, first", cold / 1000);
+  printf("%-34s %8.1f ms  (every layer cached; target <= 1 s)\n",
+         "template rebuild, nothing changed", warm);
+  tpl_creates(&o, c);
+  tpl_paused(&o, c);
+  call_q(c, "DELETE", "/v1/templates/bench-vite", NULL, 404);
+  {
+    char *rm[] = {"rm", "-rf", dir, NULL};
+    run(rm);
+  }
+  wr_http_client_close(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -1856,6 +2113,8 @@ int main(int argc, char **argv) {
     return pool_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "evict") == 0)
     return evict_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "template") == 0)
+    return template_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {

@@ -125,12 +125,19 @@ struct wr_cli_create_opts {
   uint64_t queue_timeout_s; /* --queue-timeout (0: the daemon's) */
   bool no_pool;             /* --no-pool: never a warm pool's sandbox */
   bool restart_start;       /* --restart-start */
+  bool no_wait;             /* --no-wait: a template's port is not awaited */
+  bool has_ready_timeout;
+  uint64_t ready_timeout_ms; /* --ready-timeout */
 };
 int wr_cli_create_parse(int argc, char **argv, struct wr_cli_create_opts *o,
                         wr_error_t *err);
 void wr_cli_create_opts_free(struct wr_cli_create_opts *o);
 /* The POST /v1/sandboxes body. */
 json_t *wr_cli_create_body(const struct wr_cli_create_opts *o);
+
+/* `warren image build NAME -f DOCKERFILE [DIR]` (template_build.c). */
+int wr_cli_template_build(const struct wr_cli_ctx *ctx, const char *name,
+                          const char *dockerfile, const char *dir, bool json);
 
 struct wr_cli_ls_opts {
   char **labels; /* "K=V" filters */

@@ -51,6 +51,12 @@ static const char help[] =
     "  --restart-start  taken from a pool: restart the template's start\n"
     "                   command with this create's environment (otherwise it\n"
     "                   keeps the pool's; processes started later get it)\n"
+    "  --no-wait        from a template: return once its CMD is started,\n"
+    "                   not once its EXPOSE port answers\n"
+    "  --ready-timeout T\n"
+    "                   from a template: how long to wait for the port\n"
+    "                   (default 120s); past it the create fails with the\n"
+    "                   CMD's last output and the sandbox is left running\n"
     "  --reuse          if a sandbox named NAME exists, use it: start it if\n"
     "                   it is stopped, wake it if it is paused (refused if\n"
     "                   its image, agent or workspace differ)\n"
@@ -69,7 +75,8 @@ static const char help[] =
     "  warren create --name review --clone codex ~/src/app\n"
     "  warren create --name web --memory 1g --cpus 1.5 --disk 2g\n"
     "  warren create --name web --reuse\n"
-    "  warren create --name ci --label team=infra --env CI=1 --json\n";
+    "  warren create --name ci --label team=infra --env CI=1 --json\n"
+    "  warren create --name app --image vite --ready-timeout 60\n";
 
 enum {
   OPT_NAME = 256,
@@ -90,6 +97,8 @@ enum {
   OPT_NO_POOL,
   OPT_RESTART_START,
   OPT_QUEUE_TIMEOUT,
+  OPT_NO_WAIT,
+  OPT_READY_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -111,6 +120,8 @@ static const struct option longopts[] = {
     {"no-pool", no_argument, NULL, OPT_NO_POOL},
     {"restart-start", no_argument, NULL, OPT_RESTART_START},
     {"queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT},
+    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+    {"ready-timeout", required_argument, NULL, OPT_READY_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -161,6 +172,16 @@ static int parse_value(struct wr_cli_create_opts *o, int c, const char *arg,
   }
   case OPT_QUEUE_TIMEOUT:
     return wr_cli_parse_queue_timeout(arg, &o->queue_timeout_s, err);
+  case OPT_READY_TIMEOUT:
+    if (wr_parse_duration_ms(arg, &o->ready_timeout_ms, err) < 0)
+      return wr_error_wrap(err, "--ready-timeout");
+    if (o->ready_timeout_ms == 0 || o->ready_timeout_ms > 86400ull * 1000)
+      return wr_error_set(err, 0,
+                          "--ready-timeout is more than 0 and at most a day, "
+                          "not `%s`",
+                          arg);
+    o->has_ready_timeout = true;
+    return 0;
   case OPT_ENV:
     return wr_cli_push_kv(&o->env, arg, "--env", true, err);
   case OPT_LABEL:
@@ -202,6 +223,9 @@ static int parse_option(struct wr_cli_create_opts *o, int c, const char *arg,
     return 0;
   case OPT_RESTART_START:
     o->restart_start = true;
+    return 0;
+  case OPT_NO_WAIT:
+    o->no_wait = true;
     return 0;
   }
   return parse_value(o, c, arg, err);
@@ -325,6 +349,11 @@ json_t *wr_cli_create_body(const struct wr_cli_create_opts *o) {
     json_object_set_new(body, "pool", json_false());
   if (o->restart_start)
     json_object_set_new(body, "restart_start", json_true());
+  if (o->no_wait)
+    json_object_set_new(body, "wait", json_false());
+  if (o->has_ready_timeout)
+    json_object_set_new(body, "ready_timeout",
+                        json_real((double)o->ready_timeout_ms / 1000.0));
   if (o->path != NULL)
     json_object_set_new(body, "workspace",
                         json_pack("{s:s,s:s}", "path", o->path, "mode",

@@ -9,13 +9,15 @@
 static const char help[] =
     "Usage: warren image COMMAND [ARGS...]\n"
     "\n"
-    "Manage the images sandboxes start from.\n"
+    "Manage the images and templates sandboxes start from.\n"
     "\n"
     "Commands:\n"
     "  build [NAME]   build an image with mmdebstrap (default name: base)\n"
+    "  build NAME -f Dockerfile [DIR]\n"
+    "                 build a template from a Dockerfile (cached layers)\n"
     "  ls             list images\n"
     "  inspect NAME   show an image: its Node.js, packages, size\n"
-    "  rm NAME...     delete images no sandbox uses\n"
+    "  rm NAME...     delete images and templates no sandbox uses\n"
     "\n"
     "Run `warren image COMMAND --help` for more.\n"
     "\n"
@@ -25,6 +27,14 @@ static const char help[] =
 static const char build_help[] =
     "Usage: warren image build [NAME] [--minimal] [--node MAJOR|debian]\n"
     "                          [--include PKG,...] [--force] [--json]\n"
+    "       warren image build NAME -f Dockerfile [DIR] [--json]\n"
+    "\n"
+    "With -f, build a template from a Dockerfile (docs/templates.md): FROM\n"
+    "an image or template, RUN, COPY/ADD from DIR (default: .), ENV,\n"
+    "WORKDIR, USER, EXPOSE (the port that says CMD is ready) and CMD (what\n"
+    "a sandbox made from it starts). Each step is a cached layer: a rebuild\n"
+    "runs only the steps after the first that changed. DIR is sent whole;\n"
+    "a .dockerignore in it leaves what it matches out of COPY.\n"
     "\n"
     "Build a Debian image with mmdebstrap from the host's apt sources.\n"
     "Progress is printed on stderr as it happens. An image that is already\n"
@@ -45,20 +55,23 @@ static const char build_help[] =
     "  --node debian      Debian's own nodejs and npm packages\n"
     "  --include PKG,...  extra packages (repeatable, comma-separated)\n"
     "  --force            rebuild even if the image exists\n"
+    "  -f, --file FILE    build a template from this Dockerfile\n"
     "  --json             print the image object when done\n"
     "  -h, --help         show this help\n"
     "\n"
     "Examples:\n"
     "  warren image build\n"
     "  warren image build node22 --node 22\n"
-    "  warren image build small --minimal --include python3-pip\n";
+    "  warren image build small --minimal --include python3-pip\n"
+    "  warren image build vite -f Dockerfile .\n";
 
 static const char ls_help[] =
     "Usage: warren image ls [--json]\n"
     "\n"
-    "List images: NAME STATE SIZE NODE KIND CREATED. NODE is the version\n"
-    "of Node.js and where it came from (registry or debian); KIND is\n"
-    "default or minimal.\n"
+    "List images and templates: NAME STATE SIZE NODE KIND PARENT CREATED.\n"
+    "NODE is the version of Node.js and where it came from (registry or\n"
+    "debian); KIND is default, minimal or template; PARENT is what a\n"
+    "template's FROM names.\n"
     "\n"
     "Options:\n"
     "  --json      print a JSON array of image objects\n"
@@ -71,7 +84,8 @@ static const char inspect_help[] =
     "Usage: warren image inspect NAME [--json]\n"
     "\n"
     "Show an image: state, suite, size, whether minimal, its Node.js\n"
-    "(version, source, npm) and its packages.\n"
+    "(version, source, npm) and its packages. For a template: what it is\n"
+    "FROM, its size, CMD, EXPOSE, ENV, WORKDIR, USER and its steps.\n"
     "\n"
     "Options:\n"
     "  --json      print the image object\n"
@@ -83,8 +97,11 @@ static const char inspect_help[] =
 static const char rm_help[] =
     "Usage: warren image rm NAME...\n"
     "\n"
-    "Delete images. An image that sandboxes use cannot be deleted. Prints\n"
-    "each name once deleted; goes on after a failure and then exits 1.\n"
+    "Delete images and templates. One that sandboxes use (or templates\n"
+    "are built on, or, for a template, snapshots are made from) cannot be\n"
+    "deleted; a template's layers that no other template uses go with it.\n"
+    "Prints each name once deleted; goes on after a failure and then\n"
+    "exits 1.\n"
     "\n"
     "Options:\n"
     "  -h, --help  show this help\n"
@@ -100,6 +117,7 @@ static const struct option build_opts[] = {
     {"node", required_argument, NULL, OPT_NODE},
     {"force", no_argument, NULL, OPT_FORCE},
     {"json", no_argument, NULL, OPT_JSON},
+    {"file", required_argument, NULL, 'f'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -111,6 +129,8 @@ struct build {
   json_t *done; /* the "done" event */
   char *error;  /* the "error" event's message */
   bool json, help;
+  const char *dockerfile; /* -f: a template */
+  const char *dir;        /* its context */
 };
 
 /* "git,python3" appended to the include array, empty items skipped. */
@@ -131,9 +151,13 @@ static int parse_build(int argc, char **argv, struct build *b,
 
   json_object_set_new(b->body, "include", include);
   optind = 0;
-  while ((c = wr_cli_getopt(argc, argv, ":h", build_opts, err)) != -1) {
+  while ((c = wr_cli_getopt(argc, argv, ":hf:", build_opts, err)) != -1) {
     if (c == '?')
       return -1;
+    if (c == 'f') {
+      b->dockerfile = optarg;
+      continue;
+    }
     if ((c == OPT_INCLUDE || c == OPT_NODE) &&
         wr_cli_check_text(optarg, c == OPT_NODE ? "--node" : "--include", err) <
             0)
@@ -151,7 +175,9 @@ static int parse_build(int argc, char **argv, struct build *b,
     else
       b->help = true;
   }
-  if (argc - optind > 1)
+  if (b->dockerfile != NULL && argc - optind == 2)
+    b->dir = argv[optind + 1];
+  else if (argc - optind > 1)
     return wr_error_set(err, 0, "unexpected argument `%s`", argv[optind + 1]);
   if (optind < argc &&
       wr_cli_check_text(argv[optind], "the image name", err) < 0)
@@ -239,6 +265,10 @@ static int cmd_build(const struct wr_cli_ctx *ctx, int argc, char **argv) {
     return wr_cli_usage("image build", &err);
   if (b.help)
     return wr_cli_help(build_help);
+  if (b.dockerfile != NULL)
+    return wr_cli_template_build(
+        ctx, json_string_value(json_object_get(b.body, "name")), b.dockerfile,
+        b.dir, b.json);
   if (stream_build(ctx, &b, &err) < 0)
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   return print_built(&b);
@@ -276,6 +306,10 @@ static char *join_packages(const json_t *packages) {
 }
 
 /* One image as a table row. */
+static bool is_template(const json_t *img) {
+  return strcmp(wr_cli_jstr(img, "kind"), "template") == 0;
+}
+
 static void add_image_row(struct wr_cli_table *t, const json_t *img) {
   _cleanup_free_ char *node = node_text(img);
   char size[32] = "-", created[64];
@@ -287,7 +321,10 @@ static void add_image_row(struct wr_cli_table *t, const json_t *img) {
   wr_cli_table_add(
       t, (const char *const[]){
              wr_cli_jstr(img, "name"), wr_cli_jstr(img, "state"), size, node,
-             wr_cli_jbool(img, "minimal") ? "minimal" : "default", created});
+             is_template(img)               ? "template"
+             : wr_cli_jbool(img, "minimal") ? "minimal"
+                                            : "default",
+             is_template(img) ? wr_cli_jstr(img, "parent") : "-", created});
 }
 
 /* `warren image ls`. */
@@ -322,9 +359,9 @@ static int cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv) {
   list = json_object_get(reply, "images");
   if (json)
     return wr_cli_print_json(list) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
-  wr_cli_table_init(&t, 6);
+  wr_cli_table_init(&t, 7);
   wr_cli_table_add(&t, (const char *const[]){"NAME", "STATE", "SIZE", "NODE",
-                                             "KIND", "CREATED"});
+                                             "KIND", "PARENT", "CREATED"});
   json_array_foreach (list, i, img)
     add_image_row(&t, img);
   wr_cli_table_print(&t, stdout);
@@ -332,6 +369,41 @@ static int cmd_ls(const struct wr_cli_ctx *ctx, int argc, char **argv) {
 }
 
 /* Aligned `key: value` lines, as `warren inspect`. */
+/* A template: what it is made of and what a sandbox made from it runs. */
+static void print_template(const json_t *t) {
+  json_t *steps = json_object_get(t, "steps"), *st;
+  _cleanup_free_ char *env = join_packages(json_object_get(t, "env"));
+  _cleanup_free_ char *cmd =
+      json_dumps(json_object_get(t, "cmd"), JSON_COMPACT);
+  char size[32] = "-";
+  size_t i;
+
+  wr_format_size((uint64_t)WR_MAX(wr_cli_jint(t, "size_bytes"), 0), size,
+                 sizeof(size));
+  wr_cli_line(stdout, "name:     %s", wr_cli_jstr(t, "name"));
+  wr_cli_line(stdout, "kind:     template");
+  wr_cli_line(stdout, "from:     %s (image %s)", wr_cli_jstr(t, "parent"),
+              wr_cli_jstr(t, "base"));
+  wr_cli_line(stdout, "size:     %s", size);
+  wr_cli_line(stdout, "cmd:      %s", cmd != NULL ? cmd : "-");
+  if (wr_cli_jint(t, "expose") > 0)
+    wr_cli_line(stdout, "expose:   %lld", (long long)wr_cli_jint(t, "expose"));
+  else
+    wr_cli_line(stdout, "expose:   -");
+  wr_cli_line(stdout, "env:      %s", *env ? env : "-");
+  wr_cli_line(stdout, "workdir:  %s", wr_cli_jstr(t, "workdir"));
+  wr_cli_line(stdout, "user:     %s", wr_cli_jstr(t, "user"));
+  wr_cli_line(stdout, "created:  %s", wr_cli_jstr(t, "created_at"));
+  wr_cli_line(stdout, "steps:");
+  json_array_foreach (steps, i, st)
+    wr_cli_line(
+        stdout, "  %2lld %s%s", (long long)wr_cli_jint(st, "step"),
+        wr_cli_jstr(st, "instruction"),
+        wr_cli_jbool(st, "layer")
+            ? (wr_cli_jbool(st, "cached") ? "  [layer, cached]" : "  [layer]")
+            : "");
+}
+
 static void print_image(const json_t *img) {
   _cleanup_free_ char *node = node_text(img);
   _cleanup_free_ char *packages =
@@ -389,7 +461,10 @@ static int cmd_inspect(const struct wr_cli_ctx *ctx, int argc, char **argv) {
     return wr_cli_fail(WR_CLI_EXIT_ERROR, "%s", err.msg);
   if (json)
     return wr_cli_print_json(reply) < 0 ? WR_CLI_EXIT_ERROR : WR_CLI_EXIT_OK;
-  print_image(reply);
+  if (is_template(reply))
+    print_template(reply);
+  else
+    print_image(reply);
   return WR_CLI_EXIT_OK;
 }
 

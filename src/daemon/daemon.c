@@ -10,6 +10,7 @@
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
 #include "daemon/snapshots.h"
+#include "daemon/templates.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -217,6 +218,7 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
   wr_sandbox_recs_free(recs, n);
   wr_snapshots_recover(d); /* snapshots: after the sandboxes that use them */
   wr_pool_recover(d);      /* pool.c: after the sandboxes, which it sorts */
+  wr_templates_recover(d); /* templates: interrupted builds */
   return 0;
 }
 

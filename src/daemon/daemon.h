@@ -79,6 +79,8 @@ struct wr_daemon {
   struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
   struct wr_pools *pools;         /* warm pools (pool.c) */
   struct wr_limiter *limiter;     /* slots and their queue (limiter.c) */
+  /* Template builds in flight (templates.c). */
+  struct wr_tpl_build *tpl_builds;
   char *init_buf; /* receive buffer for init messages (loop thread) */
   /* This root among the host's (roots.c). */
   int lock_fd;         /* holds the flock on ROOT/warrend.lock */

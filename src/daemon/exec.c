@@ -645,3 +645,178 @@ void wr_api_proc_delete(wr_http_req_t *req, void *ctx) {
   wr_proc_remove(p);
   wr_http_reply_empty(req, 204);
 }
+
+/* ---- processes the daemon starts itself ----------------------------------
+ *
+ * The same steps as an exec (the user looked up on the threadpool, the
+ * pipes made here, init asked to spawn) with no request behind them.
+ */
+
+struct own_spawn {
+  struct wr_job job;
+  struct wr_sandbox *sb;
+  char **argv, **env;
+  char *cwd, *user, *tag;
+  int rootfd; /* borrowed from sb */
+  struct wr_user u;
+  struct wr_proc *p;
+  int child[3];
+  int out_r[2];
+  wr_exec_started_fn started;
+  void *arg;
+};
+
+static void own_spawn_free(struct own_spawn *o) {
+  for (int i = 0; i < 3; i++)
+    if (o->child[i] >= 0)
+      close(o->child[i]);
+  for (int i = 0; i < 2; i++)
+    if (o->out_r[i] >= 0)
+      close(o->out_r[i]);
+  wr_strv_free(o->argv);
+  wr_strv_free(o->env);
+  free(o->cwd);
+  free(o->user);
+  free(o->tag);
+  wr_sandbox_unref(o->sb);
+  free(o);
+}
+
+static void own_fail(struct own_spawn *o, const wr_error_t *err) {
+  if (o->p != NULL)
+    wr_proc_remove(o->p);
+  o->started(NULL, o->arg, err);
+  own_spawn_free(o);
+}
+
+static void own_spawned(void *arg, const struct wr_init_hdr *hdr,
+                        const void *payload, int *fds, size_t nfds,
+                        const wr_error_t *err) {
+  struct own_spawn *o = arg;
+  struct wr_init_spawned s;
+  wr_error_t e;
+
+  for (size_t i = 0; i < nfds; i++)
+    close(fds[i]);
+  if (hdr == NULL) {
+    own_fail(o, err);
+    return;
+  }
+  if (hdr->type != WR_INIT_SPAWNED ||
+      wr_init_decode_spawned(payload, hdr->len, &s, &e) < 0) {
+    wr_error_setx(&e, EPROTO, "bad reply from init");
+    own_fail(o, &e);
+    return;
+  }
+  if (s.err != 0) {
+    wr_error_set(&e, s.err, "`%s`: %s failed", o->argv[0], s.stage);
+    own_fail(o, &e);
+    return;
+  }
+  o->p->proc_id = s.proc_id;
+  o->p->pid = s.pid;
+  wr_proc_set_outputs(o->p, steal_fd(&o->out_r[0]), steal_fd(&o->out_r[1]));
+  o->started(o->p, o->arg, NULL);
+  own_spawn_free(o);
+}
+
+static int own_send(struct own_spawn *o, wr_error_t *err) {
+  _cleanup_strv_ char **env = build_env(o->sb, &o->u, o->env, false);
+  struct wr_init_spawn s = {
+      .flags = WR_SPAWN_BACKGROUND,
+      .uid = o->u.uid,
+      .gid = o->u.gid,
+      .ngroups = o->u.ngroups,
+      .rows = 24,
+      .cols = 80,
+      .tag = o->tag,
+      .cwd = o->cwd ? o->cwd : o->sb->spec.workdir,
+      .argc = (uint32_t)wr_strv_len(o->argv),
+      .envc = (uint32_t)wr_strv_len(env),
+      .argv = (const char **)o->argv,
+      .env = (const char **)env,
+  };
+  int p[3][2], fds[5];
+  wr_buf_t msg;
+  int r;
+
+  memcpy(s.groups, o->u.groups, sizeof(o->u.groups));
+  for (int i = 0; i < 3; i++) {
+    if (pipe2(p[i], O_CLOEXEC) < 0)
+      return wr_error_set(err, errno, "pipe");
+    o->child[i] = i == 0 ? p[i][0] : p[i][1];
+    if (i == 0)
+      close(p[i][1]); /* no input: stdin reads end-of-file */
+    else
+      o->out_r[i - 1] = p[i][0];
+  }
+  memcpy(fds, o->child, sizeof(o->child));
+  fds[3] = o->out_r[0];
+  fds[4] = o->out_r[1];
+  wr_buf_init(&msg);
+  r = wr_init_encode_spawn(&msg, 0, &s, 5, err);
+  if (r == 0)
+    r = wr_initconn_request(o->sb->conn, &msg, fds, 5, own_spawned, o, err);
+  wr_buf_free(&msg);
+  for (int i = 0; i < 3; i++)
+    wr_closep(&o->child[i]);
+  return r;
+}
+
+static void own_user_work(struct wr_job *job) {
+  struct own_spawn *o = job->arg;
+
+  job->result =
+      wr_user_resolve(o->rootfd, o->user ? o->user : "root", &o->u, &job->err);
+}
+
+static void own_user_done(struct wr_job *job) {
+  struct own_spawn *o = job->arg;
+  struct wr_sandbox *sb = o->sb;
+  wr_error_t err;
+
+  if (job->result < 0) {
+    own_fail(o, &job->err);
+    return;
+  }
+  if (sb->state != WR_SB_RUNNING || sb->conn == NULL) {
+    wr_error_setx(&err, ESRCH, "sandbox `%s` is not running", sb->name);
+    own_fail(o, &err);
+    return;
+  }
+  o->p = wr_proc_new(sb);
+  o->p->argv = wr_strv_dup(o->argv);
+  o->p->background = true;
+  o->p->tag = xstrdup(o->tag);
+  if (own_send(o, &err) < 0)
+    own_fail(o, &err);
+}
+
+int wr_exec_start(struct wr_sandbox *sb, const struct wr_exec_opts *opts,
+                  wr_exec_started_fn started, void *arg, wr_error_t *err) {
+  struct own_spawn *o;
+
+  if (sb->state != WR_SB_RUNNING || sb->conn == NULL || sb->rootfd < 0)
+    return wr_error_setx(err, ESRCH, "sandbox `%s` is not running", sb->name);
+  if (wr_proc_find_tag(sb, opts->tag) != NULL)
+    return wr_error_setx(err, EEXIST, "a process tagged `%s` exists",
+                         opts->tag);
+  o = xcalloc(1, sizeof(*o));
+  o->child[0] = o->child[1] = o->child[2] = -1;
+  o->out_r[0] = o->out_r[1] = -1;
+  o->sb = sb;
+  wr_sandbox_ref(sb);
+  o->argv = wr_strv_dup(opts->argv);
+  o->env = opts->env ? wr_strv_dup(opts->env) : NULL;
+  o->cwd = opts->cwd ? xstrdup(opts->cwd) : NULL;
+  o->user = opts->user ? xstrdup(opts->user) : NULL;
+  o->tag = xstrdup(opts->tag);
+  o->rootfd = sb->rootfd;
+  o->started = started;
+  o->arg = arg;
+  o->job.fn = own_user_work;
+  o->job.done = own_user_done;
+  o->job.arg = o;
+  wr_job_queue(sb->d, &o->job);
+  return 0;
+}

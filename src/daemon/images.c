@@ -35,6 +35,7 @@
 #include "daemon/network.h"
 #include "daemon/request.h"
 #include "daemon/sandbox.h"
+#include "daemon/templates.h"
 
 #define TAIL_LINES 12
 #define LINE_MAX_BYTES 1024
@@ -1602,6 +1603,13 @@ void wr_api_image_build(wr_http_req_t *req, void *ctx) {
     wr_http_reply_error(req, 400, "bad_request", "%s", err.msg);
     return;
   }
+  if (wr_template_exists(d, name != NULL ? name : default_image(d))) {
+    wr_http_reply_error(req, 409, "conflict",
+                        "`%s` is a template (rebuild it with `warren image "
+                        "build NAME -f Dockerfile`)",
+                        name != NULL ? name : default_image(d));
+    return;
+  }
   start_for_client(d, req, name != NULL ? name : default_image(d), include,
                    &opt);
 }
@@ -1632,6 +1640,11 @@ void wr_api_image_list(wr_http_req_t *req, void *ctx) {
   for (size_t i = 0; i < n; i++)
     json_array_append_new(images, image_json(&recs[i]));
   wr_image_recs_free(recs, n);
+  {
+    json_t *templates = wr_templates_list_json(d); /* templates */
+    json_array_extend(images, templates);
+    json_decref(templates);
+  }
   wr_http_reply_json(req, 200, json_pack("{s:o}", "images", images));
 }
 
@@ -1643,6 +1656,10 @@ void wr_api_image_get(wr_http_req_t *req, void *ctx) {
 
   if (name == NULL)
     return;
+  if (wr_template_exists(d, name)) { /* templates */
+    wr_api_template_get(req, ctx);
+    return;
+  }
   if (wr_store_image_get(d->store, name, &rec, &err) < 0) {
     wr_reply_err(req, &err);
     return;
@@ -1741,7 +1758,7 @@ static int unlink_image_dir(struct wr_daemon *d, const char *name,
 static bool image_deletable(struct wr_daemon *d, wr_http_req_t *req,
                             const char *name) {
   struct wr_image_rec rec = {0};
-  unsigned users = 0;
+  unsigned users = 0, templates;
   wr_error_t err = {0};
 
   if (build_find(d, name) != NULL) {
@@ -1755,6 +1772,14 @@ static bool image_deletable(struct wr_daemon *d, wr_http_req_t *req,
     return false;
   }
   wr_image_rec_free(&rec);
+  templates = users == 0 ? wr_templates_on_image(d, name) : 0;
+  if (templates > 0) { /* templates */
+    wr_http_reply_error(req, 409, "in_use",
+                        "image `%s` is under %u template%s; remove %s first",
+                        name, templates, templates == 1 ? "" : "s",
+                        templates == 1 ? "it" : "them");
+    return false;
+  }
   if (users == 0)
     return true;
   wr_http_reply_error(
@@ -1772,6 +1797,10 @@ void wr_api_image_delete(wr_http_req_t *req, void *ctx) {
   char *doomed = NULL;
   wr_error_t err = {0};
 
+  if (name != NULL && wr_template_exists(d, name)) { /* templates */
+    wr_api_template_delete(req, ctx);
+    return;
+  }
   if (name == NULL || !image_deletable(d, req, name))
     return;
   if (unlink_image_dir(d, name, &doomed, &err) < 0 ||

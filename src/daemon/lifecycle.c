@@ -21,6 +21,7 @@
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
 #include "daemon/network.h"
+#include "daemon/templates.h"
 
 #include <assert.h>
 #include <fcntl.h>
@@ -408,6 +409,8 @@ void wr_sandbox_create(struct wr_sandbox *sb, bool start,
   wr_error_t err;
 
   assert(sb->state == WR_SB_CREATING);
+  if (start) /* templates: done once its start command answers */
+    wr_template_wrap_done(sb, &done, &arg);
   if (begin_op(sb, WR_OP_CREATING, done, arg, &err) < 0)
     assert(!"a new sandbox has no operation in flight");
   j = sb_job_new(sb, create_work, create_done);
@@ -447,6 +450,9 @@ int wr_sandbox_start(struct wr_sandbox *sb, wr_sandbox_done_fn done, void *arg,
     done(sb, arg, NULL);
     return 0;
   }
+  if (wr_sandbox_can(sb, WR_OP_STARTING, err) < 0)
+    return -1;
+  wr_template_wrap_done(sb, &done, &arg); /* templates, as for a create */
   if (begin_op(sb, WR_OP_STARTING, done, arg, err) < 0)
     return -1;
   wr_procs_forget_all(sb); /* the processes of the last run are history */

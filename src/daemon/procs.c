@@ -186,6 +186,8 @@ static void proc_output(struct wr_proc *p, int stream, const char *data,
   if (p->background)
     retain(p, stream, data, len);
   p->total += len;
+  if (p->observer != NULL)
+    p->observer(p, stream, data, len, p->observer_arg);
   if (p->background)
     wr_outlog_kick(p->sb);
   for (struct wr_watcher *w = p->watchers; w != NULL; w = next) {
@@ -746,6 +748,8 @@ static void proc_finish(struct wr_proc *p, bool have_status, int status) {
     }
     watcher_end(w, e);
   }
+  if (p->observer != NULL)
+    p->observer(p, 0, NULL, 0, p->observer_arg);
   if (!p->background)
     wr_proc_remove(p);
 }

@@ -88,6 +88,12 @@ struct wr_outfile {
   uint64_t turn;    /* when the writer last took from it */
 };
 
+/* Someone inside the daemon following a process (templates.c): called
+ * with each piece of output, then once with data NULL when it has ended
+ * (have_status says whether its exit status is known). */
+typedef void (*wr_proc_observer_fn)(struct wr_proc *p, int stream,
+                                    const char *data, size_t len, void *arg);
+
 struct wr_proc {
   struct wr_proc *next;
   struct wr_sandbox *sb;
@@ -115,6 +121,9 @@ struct wr_proc {
   int refs;
   int handles; /* uv handles still open */
   bool gone;   /* removed from the sandbox's list */
+  /* Who follows it inside the daemon (templates.c), or NULL. */
+  wr_proc_observer_fn observer;
+  void *observer_arg;
 };
 
 struct wr_proc *wr_proc_new(struct wr_sandbox *sb);
@@ -139,6 +148,26 @@ void wr_frame_send(wr_http_req_t *req, int type, const void *data, size_t len);
 int wr_watcher_input(struct wr_watcher *w, const char *data, size_t len);
 /* Drop a process record (after exit, or on FORGET). */
 void wr_proc_remove(struct wr_proc *p);
+
+/*
+ * A process the daemon starts itself (templates.c: a build's RUN, a
+ * template's start command): a background process (so `warren ps` and
+ * `logs` show it) tagged `tag`, run as `user` in `cwd` with the
+ * sandbox's environment and `env` over it. started is called once: with
+ * the process (its record belongs to the sandbox) or with why it could
+ * not start (p NULL). -1 with err when refused at once.
+ */
+struct wr_exec_opts {
+  char *const *argv;
+  char *const *env; /* or NULL */
+  const char *cwd;  /* NULL: the sandbox's workdir */
+  const char *user; /* NULL: root */
+  const char *tag;
+};
+typedef void (*wr_exec_started_fn)(struct wr_proc *p, void *arg,
+                                   const wr_error_t *err);
+int wr_exec_start(struct wr_sandbox *sb, const struct wr_exec_opts *o,
+                  wr_exec_started_fn started, void *arg, wr_error_t *err);
 
 void wr_api_exec(wr_http_req_t *req, void *ctx);
 void wr_api_proc_list(wr_http_req_t *req, void *ctx);

@@ -11,6 +11,7 @@
 #include "daemon/events.h"
 #include "daemon/snapshots.h"
 #include "daemon/pool.h"
+#include "daemon/templates.h"
 
 static const struct wr_http_route routes[] = {
     {"GET", "/v1/info", wr_api_info, 0},
@@ -74,6 +75,12 @@ static const struct wr_http_route routes[] = {
     {"GET", "/v1/pools", wr_api_pool_list, 0},
     {"PUT", "/v1/pools/{image}", wr_api_pool_put, 0},
     {"DELETE", "/v1/pools/{image}", wr_api_pool_delete, 0},
+    /* Templates (templates.c). */
+    {"GET", "/v1/templates", wr_api_template_list, 0},
+    {"POST", "/v1/templates/{name}/build", wr_api_template_build,
+     WR_ROUTE_STREAM_BODY},
+    {"GET", "/v1/templates/{name}", wr_api_template_get, 0},
+    {"DELETE", "/v1/templates/{name}", wr_api_template_delete, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {

@@ -14,6 +14,7 @@
 #include "daemon/roots.h"
 #include "daemon/sandbox.h"
 #include "daemon/snapshots.h"
+#include "daemon/templates.h"
 #include "daemon/workspaces.h"
 #include "daemon/network_internal.h"
 
@@ -64,6 +65,7 @@ static void spec_free(struct wr_sandbox_spec *s) {
   free(s->ws_path);
   free(s->snapshot);           /* snapshots */
   wr_strv_free(s->layer_dirs); /* snapshots */
+  json_decref(s->template);    /* templates */
 }
 
 void wr_sandbox_free(struct wr_sandbox *sb) {
@@ -344,6 +346,8 @@ static char *spec_to_json(const struct wr_sandbox_spec *s) {
     json_object_set_new(j, "idle_pause", json_integer(s->idle_pause_s));
   if (s->restart_start) /* pool.c */
     json_object_set_new(j, "restart_start", json_true());
+  if (s->template != NULL) /* templates */
+    json_object_set(j, "template", s->template);
   if (s->ws_path != NULL) {
     json_t *ws = workspace_stored(s);
     if (s->ws_id.known)
@@ -412,10 +416,11 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
                           wr_error_t *err) {
   _cleanup_json_ json_t *j = NULL;
   int64_t mem = 0, pids = 0, disk = 0, idle = -1;
-  json_t *env = NULL, *labels = NULL, *ws = NULL;
+  json_t *env = NULL, *labels = NULL, *ws = NULL, *tpl = NULL;
   const char *workdir = "/", *agent = NULL, *snapshot = NULL;
   struct wr_json_field f[] = {
       {"snapshot", WR_JSON_STRING, &snapshot, false, NULL}, /* snapshots */
+      {"template", WR_JSON_OBJECT, &tpl, false, NULL},      /* templates */
       {"memory_bytes", WR_JSON_INT, &mem, false, NULL},
       {"cpus", WR_JSON_NUMBER, &s->cpus, false, NULL},
       {"pids", WR_JSON_INT, &pids, false, NULL},
@@ -446,6 +451,7 @@ static int spec_from_json(const char *text, struct wr_sandbox_spec *s,
   s->workdir = xstrdup(workdir);
   s->agent = agent ? xstrdup(agent) : NULL;
   s->snapshot = snapshot ? xstrdup(snapshot) : NULL; /* snapshots */
+  s->template = tpl ? json_incref(tpl) : NULL;       /* templates */
   if (ws != NULL && workspace_from_json(ws, s, err) < 0)
     return -1;
   return 0;
@@ -459,6 +465,8 @@ struct create_req {
   int64_t idle_pause; /* -1: the daemon's */
   json_t *env, *labels, *workspace;
   bool start;
+  bool wait;                  /* templates: for the start command to answer */
+  double ready_timeout;       /* ... at most this long (0: the default) */
   bool reuse;                 /* the sandbox of that name, if there is one */
   bool pool;                  /* pool.c: take a pooled one if it can */
   bool restart_start;         /* ... and restart its start command */
@@ -579,6 +587,9 @@ static int check_create(struct wr_daemon *d, struct create_req *c,
     return -1;
   if (c->snapshot != NULL && check_snapshot(d, c, err) < 0) /* snapshots */
     return -1;
+  if (!(c->ready_timeout >= 0 && c->ready_timeout <= 86400)) /* templates */
+    return wr_error_setx(err, EINVAL,
+                         "ready_timeout is seconds, 0 (the default) to 86400");
   if (c->idle_pause < -1 || c->idle_pause > WR_IDLE_PAUSE_MAX)
     return wr_error_setx(err, EINVAL,
                          "idle_pause is seconds, 0 (never) to %d, not %lld",
@@ -661,7 +672,8 @@ static struct wr_sandbox *sandbox_new(struct wr_daemon *d, struct create_req *c,
     wr_sandbox_free(sb);
     return NULL;
   }
-  sb->image_dir = wr_image_rootfs(d, c->image, err);
+  sb->image_dir = wr_template_prepare(d, sb, c->image, c->workdir != NULL,
+                                      err); /* templates: or the image's */
   if (sb->image_dir == NULL) {
     wr_sandbox_free(sb);
     return NULL;
@@ -694,6 +706,29 @@ static int sandbox_insert(struct wr_daemon *d, struct wr_sandbox *sb,
   d->sandboxes = sb;
   sb->refs = 1; /* the table's reference */
   return 0;
+}
+
+struct wr_sandbox *
+wr_sandbox_new_for_build(struct wr_daemon *d, const char *image,
+                         char *const *layers, char *const *env,
+                         const char *template_name, wr_error_t *err) {
+  _cleanup_free_ char *name = wr_random_id("build-", 8);
+  struct create_req c = {.name = name, .image = image, .idle_pause = 0};
+  struct wr_sandbox *sb;
+
+  c.labels = json_pack("{s:s}", "warren.template-build", template_name);
+  sb = sandbox_new(d, &c, err);
+  json_decref(c.labels);
+  if (sb == NULL)
+    return NULL;
+  wr_strv_free(sb->spec.env);
+  sb->spec.env = wr_strv_dup(env);
+  sb->spec.layer_dirs = wr_strv_dup(layers);
+  if (sandbox_insert(d, sb, err) < 0) {
+    wr_sandbox_free(sb);
+    return NULL;
+  }
+  return sb;
 }
 
 /* The hosts an agent's kit must reach, as the sandbox's own allow rules
@@ -744,6 +779,8 @@ static void reply_failed(struct wr_sandbox *sb, wr_http_req_t *req,
                          const char *code, const wr_error_t *err) {
   if (wr_limiter_wait_error(err))
     wr_limiter_reply_wait_err(sb->d, req, err);
+  else if (wr_template_not_ready(err)) /* templates */
+    wr_limiter_reply_error(sb->d, req, 504, "not_ready", "%s", err->msg);
   else
     wr_limiter_reply_error(sb->d, req, 500, code, "%s", err->msg);
 }
@@ -1031,6 +1068,8 @@ static void create_now(struct wr_daemon *d, struct create_job *cj,
     wr_store_sandbox_delete(d->store, sb->id, NULL);
     wr_sandbox_table_remove(sb);
   } else if (sb != NULL) {
+    sb->tpl.no_wait = !c->wait; /* templates */
+    sb->tpl.ready_timeout_s = c->ready_timeout;
     wr_sandbox_create(sb, c->start, wr_limiter_release_then,
                       wr_limiter_hold(t, created, req));
     return;
@@ -1122,6 +1161,8 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
       /* limiter.c: stream the place in line; wait at most this long */
       {"stream", WR_JSON_BOOL, &cj->want.stream, false, NULL},
       {"queue_timeout", WR_JSON_INT, &queue_timeout, false, NULL},
+      {"wait", WR_JSON_BOOL, &c->wait, false, NULL}, /* templates */
+      {"ready_timeout", WR_JSON_NUMBER, &c->ready_timeout, false, NULL},
   };
   struct wr_sandbox *sb;
   wr_error_t err;
@@ -1129,6 +1170,7 @@ void wr_api_sandbox_create(wr_http_req_t *req, void *ctx) {
   cj->req = req;
   cj->want.what = "create";
   cj->want.resident = true;
+  c->wait = true;
   c->image = d->cfg.default_image;
   c->disk = d->cfg.default_disk;
   c->idle_pause = -1;
@@ -1376,6 +1418,8 @@ struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
   }
   if (sb->spec.snapshot != NULL) /* snapshots: its stack, from the store */
     load_snapshot_layers(d, sb);
+  if (sb->spec.template != NULL) /* templates: its layers, its image */
+    wr_template_load(d, sb);
   if (sb->spec.ws_path != NULL && !sb->spec.ws_id.known)
     wr_warn("sandbox %s: its workspace `%s` was recorded without its "
             "identity, so a mount checks only its owner and that no symlink "

@@ -41,6 +41,10 @@ struct wr_sandbox_spec {
   int64_t idle_pause_s; /* pause after this long idle; 0 never; -1: the
                            daemon's --idle-pause */
   bool restart_start;   /* pool.c: a claim restarts the start command */
+  /* templates.c: what the template gave it (its layers, start command,
+   * ready port, ENV, WORKDIR, USER), or NULL. Its layer directories are
+   * at the end of layer_dirs. */
+  json_t *template;
 };
 
 /* What a sandbox is to its warm pool (pool.c; sandboxes.pool). */
@@ -50,6 +54,14 @@ enum wr_pool_member {
   WR_POOL_READY,    /* paused, for a create to claim */
   WR_POOL_CLAIMING, /* a create is taking it */
   WR_POOL_DRAINING, /* being removed (the pool shrank, or it went wrong) */
+};
+
+/* templates.c: how the next create or start of a template sandbox waits
+ * for its start command to answer (in memory; reset when used). */
+struct wr_sandbox_tpl {
+  bool no_wait;            /* return once it is started */
+  double ready_timeout_s;  /* 0: the default */
+  struct tpl_ready *ready; /* a wait in flight */
 };
 
 /* What a sandbox is (stored; `state` in the API). Transitions are checked
@@ -149,6 +161,8 @@ struct wr_sandbox {
   struct wr_proc *procs; /* processes spawned through init */
   unsigned next_tag;
   struct wr_outlog outlog; /* their kept output on disk */
+  /* Its template's start command being waited for (templates.c). */
+  struct wr_sandbox_tpl tpl;
 };
 
 /* ---- sandboxes (sandbox.c) ---------------------------------------------- */
@@ -279,6 +293,14 @@ struct wr_sandbox *wr_sandbox_add(struct wr_daemon *d, const char *name,
                                   wr_error_t *err);
 /* The spec as the store keeps it (caller frees). */
 char *wr_sandbox_spec_json(const struct wr_sandbox *sb);
+/* templates.c: a build sandbox for a template's RUN step, from `image`
+ * with `layers` (newest first) below its own, `env` as its environment,
+ * labelled warren.template-build=TEMPLATE; in the table, state creating,
+ * for wr_sandbox_create. */
+struct wr_sandbox *
+wr_sandbox_new_for_build(struct wr_daemon *d, const char *image,
+                         char *const *layers, char *const *env,
+                         const char *template_name, wr_error_t *err);
 /* Build a struct wr_sandbox from a store record (recovery). */
 struct wr_sandbox *wr_sandbox_from_rec(struct wr_daemon *d,
                                        const struct wr_sandbox_rec *rec,

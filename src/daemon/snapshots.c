@@ -595,6 +595,8 @@ static void snap_work(struct wr_job *job) {
   job->result = r;
 }
 
+/* templates: a child of a template sandbox starts what it started (the
+ * template's layers and start command as they were, kept in "template"). */
 static char *capture_info(const struct snap_job *j) {
   _cleanup_json_ json_t *info = json_pack(
       "{s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:b,s:f}", "live", j->cap.live, "frozen_ms",
@@ -604,6 +606,8 @@ static char *capture_info(const struct snap_job *j) {
       (json_int_t)j->cap.copied_frozen, "flattened", j->flatten != NULL,
       "flatten_ms", j->flatten_ms);
 
+  if (j->sb->spec.template != NULL)
+    json_object_set(info, "template", j->sb->spec.template);
   return wr_json_dumps(info);
 }
 

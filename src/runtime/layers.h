@@ -27,6 +27,10 @@
  * snapshot of a sandbox whose stack is this deep is flattened into one
  * layer when it is taken. */
 #define WR_LAYERS_MAX_DEPTH 8
+/* The most layers a template's steps make (templates.c), and so the most
+ * a sandbox mounts below its own: a snapshot stack over a template's. */
+#define WR_TEMPLATE_MAX_LAYERS 16
+#define WR_LAYERS_MAX_MOUNT (WR_LAYERS_MAX_DEPTH + WR_TEMPLATE_MAX_LAYERS)
 /* Directories nested deeper than this in a layer are refused (the walks
  * hold one fd per level). */
 #define WR_LAYERS_MAX_NEST 256

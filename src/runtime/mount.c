@@ -75,7 +75,7 @@ int wr_rootfs_mount(const char *dir, const char *layers_dir,
                     wr_error_t *err) {
   _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", dir);
   _cleanup_free_ char *opts = NULL;
-  int lowers[WR_LAYERS_MAX_DEPTH + 1];
+  int lowers[WR_LAYERS_MAX_MOUNT + 1];
   size_t nlowers = 0;
   _cleanup_close_ int upper = -1, work = -1;
   wr_buf_t lowerdir;
@@ -83,9 +83,9 @@ int wr_rootfs_mount(const char *dir, const char *layers_dir,
 
   if (wr_rootfs_is_mounted(dir))
     return 0;
-  if (spec->nlayers > WR_LAYERS_MAX_DEPTH)
-    return wr_error_setx(err, EINVAL, "%zu snapshot layers: at most %d",
-                         spec->nlayers, WR_LAYERS_MAX_DEPTH);
+  if (spec->nlayers > WR_LAYERS_MAX_MOUNT)
+    return wr_error_setx(err, EINVAL, "%zu layers: at most %d", spec->nlayers,
+                         WR_LAYERS_MAX_MOUNT);
   wr_buf_init(&lowerdir);
   /* Newest first, the image last: overlayfs's order for lowerdir. */
   for (size_t i = 0; i <= spec->nlayers; i++) {

@@ -136,8 +136,18 @@ static const char *const migrations[] = {
     "  expires_ms INTEGER NOT NULL DEFAULT 0,"
     "  created_ms INTEGER NOT NULL"
     ");",
-    /* 7: templates (merged later) */
-    "SELECT 7;",
+    /* 7: templates (template.c), built from a Dockerfile in cached
+     * layers. manifest_json holds the steps, the layer keys (oldest
+     * first), CMD, EXPOSE, ENV, WORKDIR and USER; the sandboxes made from
+     * one name it in sandboxes.image, as an image's do. */
+    "CREATE TABLE templates ("
+    "  name TEXT PRIMARY KEY NOT NULL,"
+    "  base TEXT NOT NULL,"
+    "  parent TEXT NOT NULL,"
+    "  manifest_json TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL"
+    ");",
     /* 8: warm pools (pool.c). A pool keeps `size` sandboxes of its image
      * started and paused; sandboxes.pool says what a sandbox is to its
      * pool: NULL for one that belongs to none, else 'filling' (being

@@ -174,6 +174,29 @@ int wr_store_image_users(wr_store_t *st, const char *name, unsigned *count,
 void wr_image_rec_free(struct wr_image_rec *rec);
 void wr_image_recs_free(struct wr_image_rec *recs, size_t n);
 
+/* ---- templates (template.c) --------------------------------------------- */
+
+struct wr_template_rec {
+  char *name;
+  char *base;          /* the image under all its layers */
+  char *parent;        /* what FROM named: the image, or a template */
+  char *manifest_json; /* steps, layers, cmd, port, env, workdir, user */
+  uint64_t size_bytes;
+  int64_t created_ms;
+};
+
+/* Insert or replace by name (a rebuild). */
+int wr_store_template_put(wr_store_t *st, const struct wr_template_rec *rec,
+                          wr_error_t *err);
+/* ENOENT when there is none. */
+int wr_store_template_get(wr_store_t *st, const char *name,
+                          struct wr_template_rec *rec, wr_error_t *err);
+int wr_store_template_list(wr_store_t *st, struct wr_template_rec **recs,
+                           size_t *n, wr_error_t *err);
+int wr_store_template_delete(wr_store_t *st, const char *name, wr_error_t *err);
+void wr_template_rec_free(struct wr_template_rec *rec);
+void wr_template_recs_free(struct wr_template_rec *recs, size_t n);
+
 /* ---- network: settings, policy, log, secrets, ports (net.c) ------------- */
 
 /* A setting's value ("policy.preset"); ENOENT when it was never set. */

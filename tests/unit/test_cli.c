@@ -136,6 +136,24 @@ static void test_create_parse(void **state) {
   wr_cli_create_opts_free(&o);
 }
 
+/* From a template: --no-wait and --ready-timeout go in the body. */
+static void test_create_template_wait(void **state) {
+  struct wr_cli_create_opts o = {0};
+  wr_error_t err = {0};
+  char **a =
+      ARGV("create", "--image", "vite", "--no-wait", "--ready-timeout", "1m");
+  _cleanup_json_ json_t *body = NULL;
+  _cleanup_free_ char *text = NULL;
+  (void)state;
+
+  assert_int_equal(wr_cli_create_parse(ARGC(a), a, &o, &err), 0);
+  body = wr_cli_create_body(&o);
+  text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(text, "{\"image\":\"vite\",\"ready_timeout\":60.0,"
+                            "\"wait\":false}");
+  wr_cli_create_opts_free(&o);
+}
+
 static void expect_create_error(const char *opt, const char *val,
                                 const char *needle) {
   struct wr_cli_create_opts o = {0};
@@ -171,6 +189,8 @@ static void test_create_errors(void **state) {
   expect_create_error("--nope", NULL, "unknown option `--nope`");
   expect_create_error("Claude", NULL, "invalid agent `Claude`");
   expect_create_error("claude", "/nonexistent/dir", "workspace");
+  expect_create_error("--ready-timeout", "0", "more than 0");
+  expect_create_error("--ready-timeout", "soon", "--ready-timeout");
 
   assert_int_equal(wr_cli_create_parse(ARGC(empty), empty, &o, &err), 0);
   body = wr_cli_create_body(&o);
@@ -993,6 +1013,7 @@ int main(void) {
       cmocka_unit_test(test_main_usage_errors),
       cmocka_unit_test(test_global_options),
       cmocka_unit_test(test_create_parse),
+      cmocka_unit_test(test_create_template_wait),
       cmocka_unit_test(test_create_errors),
       cmocka_unit_test(test_create_workspace),
       cmocka_unit_test(test_create_pool_options),

@@ -548,6 +548,7 @@ static void test_migration_2_adds_network_tables(void **state) {
                    "DROP TABLE snapshots;"
                    "DROP TABLE pools;"
                    "ALTER TABLE sandboxes DROP COLUMN pool;"
+                   "DROP TABLE templates;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
@@ -607,6 +608,40 @@ static void test_pools(void **state) {
   assert_int_equal(wr_store_pool_delete(st, "base", &err), 0);
   assert_int_equal(wr_store_pool_delete(st, "base", &err), -1);
   assert_int_equal(err.code, ENOENT);
+}
+
+/* Templates: a put replaces by name (a rebuild), get and list read it
+ * back, delete says when there was none. */
+static void test_templates(void **state) {
+  struct fixture *fx = *state;
+  struct wr_template_rec in = {.name = "vite",
+                               .base = "base",
+                               .parent = "base",
+                               .manifest_json = "{\"layers\":[]}",
+                               .size_bytes = 7,
+                               .created_ms = 1};
+  struct wr_template_rec r = {0}, *recs = NULL;
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+  size_t n = 0;
+
+  assert_int_equal(wr_store_template_put(st, &in, &err), 0);
+  in.manifest_json = "{\"layers\":[\"k\"]}";
+  in.size_bytes = 9;
+  assert_int_equal(wr_store_template_put(st, &in, &err), 0);
+  assert_int_equal(wr_store_template_get(st, "vite", &r, &err), 0);
+  assert_string_equal(r.manifest_json, "{\"layers\":[\"k\"]}");
+  assert_int_equal(r.size_bytes, 9);
+  wr_template_rec_free(&r);
+  assert_int_equal(wr_store_template_list(st, &recs, &n, &err), 0);
+  assert_int_equal(n, 1);
+  wr_template_recs_free(recs, n);
+  assert_int_equal(wr_store_template_delete(st, "vite", &err), 0);
+  assert_int_equal(wr_store_template_delete(st, "vite", &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  assert_int_equal(wr_store_template_get(st, "vite", &r, &err), -1);
+  in.base = NULL;
+  assert_int_equal(wr_store_template_put(st, &in, &err), -1);
   wr_store_close(st);
 }
 
@@ -1499,6 +1534,7 @@ int main(void) {
       T(test_migration_2_adds_network_tables),
       T(test_snapshots),
       T(test_pools),
+      T(test_templates),
       T(test_settings),
       T(test_rules_are_unique),
       T(test_rules_list_get_delete),
