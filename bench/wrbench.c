@@ -8,7 +8,7 @@
  *               [--conns N] [--runs N] [--no-redirect]
  *   wrbench wake [--socket PATH] [--cli PATH] [--runs N]
  *   wrbench snapshot [--socket PATH] [--runs N] [--mib N] [--files N]
- *   wrbench pool [--socket PATH] [--runs N] [--image NAME]
+ *   wrbench pool [--socket PATH] [--runs N] [--image NAME] [--page PORT]
  *   wrbench evict [--socket PATH] [--runs N]
  *   wrbench template [--socket PATH] [--cli PATH] [--fixture DIR] [--runs N]
  *                    [--paused K] [--reserve-gib G]
@@ -1749,7 +1749,7 @@ static int pool_full(wr_http_client_t *c, const char *image, long size) {
 /* A create of image, from the pool or not, and its first exec; the
  * answer must say where the sandbox came from. */
 static int pool_create_exec(wr_http_client_t *c, const char *name,
-                            const char *image, bool pool) {
+                            const char *image, bool pool, int page_port) {
   struct wr_http_response r = {0};
   char body[256];
   wr_error_t err;
@@ -1767,6 +1767,13 @@ static int pool_create_exec(wr_http_client_t *c, const char *name,
     fprintf(stderr, "wrbench: create %s: %d %s\n", name, r.status,
             r.body.data ? r.body.data : "");
   wr_http_response_free(&r);
+  if (ok && page_port > 0) { /* a template's page, from its dev server */
+    snprintf(body, sizeof(body),
+             "{\"cmd\":[\"curl\",\"-fsS\",\"--noproxy\",\"*\",\"-o\","
+             "\"/dev/null\",\"http://127.0.0.1:%d/\"]}",
+             page_port);
+    return exec_body(c, name, body) == 0 ? 0 : -1;
+  }
   return ok && exec_true(c, name) == 0 ? 0 : -1;
 }
 
@@ -1775,10 +1782,12 @@ static int pool_main(int argc, char **argv) {
       {"socket", required_argument, NULL, 's'},
       {"runs", required_argument, NULL, 'r'},
       {"image", required_argument, NULL, 'i'},
+      {"page", required_argument, NULL, 'p'},
       {NULL, 0, NULL, 0},
   };
   struct opts o = {.socket = "/run/warren/warrend.sock", .runs = 20};
   const char *image = "base";
+  int page_port = 0;
   double *pooled, *plain;
   long before, size = 2;
   int ch, n = 0, np = 0;
@@ -1792,6 +1801,8 @@ static int pool_main(int argc, char **argv) {
       o.runs = atoi(optarg);
     else if (ch == 'i')
       image = optarg;
+    else if (ch == 'p')
+      page_port = atoi(optarg);
     else
       return 2;
   }
@@ -1814,12 +1825,12 @@ static int pool_main(int argc, char **argv) {
       break;
     snprintf(name, sizeof(name), "bench-pool-%d", i);
     t0 = wr_mono_ns();
-    if (pool_create_exec(c, name, image, true) == 0)
+    if (pool_create_exec(c, name, image, true, page_port) == 0)
       pooled[n++] = ms_since(t0);
     destroy(c, name);
     snprintf(name, sizeof(name), "bench-plain-%d", i);
     t0 = wr_mono_ns();
-    if (pool_create_exec(c, name, image, false) == 0)
+    if (pool_create_exec(c, name, image, false, page_port) == 0)
       plain[np++] = ms_since(t0);
     destroy(c, name);
   }

@@ -18,6 +18,7 @@
 #include "daemon/jobs.h"
 #include "daemon/limiter.h"
 #include "daemon/pool.h"
+#include "daemon/templates.h"
 
 #include <fcntl.h>
 
@@ -354,14 +355,20 @@ static void claim_free(struct claim *cl) {
 
 /*
  * The template's start command after a claim that asked for it
- * (--restart-start): for now there is nothing to restart, so done is
- * called at once. The templates merge wires this to the template's
- * restart, which starts CMD again with the claimed sandbox's environment
- * and calls done once its port answers.
+ * (--restart-start): started again with the claimed sandbox's
+ * environment, and done once its port answers (templates.c). An image
+ * with no start command has nothing to restart.
  */
 static void pool_restart_start(struct wr_sandbox *sb, wr_sandbox_done_fn done,
                                void *arg) {
-  done(sb, arg, NULL);
+  wr_error_t err;
+
+  if (sb->spec.template == NULL) {
+    done(sb, arg, NULL);
+    return;
+  }
+  if (wr_template_restart(sb, done, arg, &err) < 0)
+    done(sb, arg, &err);
 }
 
 /* It is the pool's again, and goes; the create is told, and may make a

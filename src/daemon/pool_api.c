@@ -3,6 +3,7 @@
  * adapters over pool.c.
  */
 #include "daemon/pool.h"
+#include "daemon/templates.h"
 #include "daemon/request.h"
 
 void wr_api_pool_list(wr_http_req_t *req, void *ctx) {
@@ -47,7 +48,8 @@ void wr_api_pool_put(wr_http_req_t *req, void *ctx) {
                         WR_POOL_MAX_SIZE);
     return;
   }
-  if (size > 0 && (rootfs = wr_image_rootfs(d, image, &err)) == NULL) {
+  if (size > 0 && !wr_template_exists(d, image) && /* a template, or */
+      (rootfs = wr_image_rootfs(d, image, &err)) == NULL) {
     wr_http_reply_error(req, 404, "image_not_found", "%s", err.msg);
     return;
   }

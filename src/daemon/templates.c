@@ -55,6 +55,8 @@
 #define TAIL_BYTES 2048
 #define TAIL_LINES 12
 #define READY_RETRY_MS 25
+/* How long a restart waits for the old command's port to be let go. */
+#define RESTART_PORT_WAIT_NS (5ull * 1000000000)
 #define CLIENT_QUEUE_MAX (4u << 20)
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -610,22 +612,68 @@ struct tpl_restart {
   struct wr_sandbox *sb;
   wr_sandbox_done_fn done;
   void *arg;
+  uv_timer_t timer;
+  uint64_t deadline_ns;
 };
+
+/*
+ * Whether something still listens on the template's port inside sb: the
+ * start process's group was killed, but its children (a dev server under
+ * npx) may not have exited yet, and a new command started meanwhile
+ * would find the port taken (Vite then moves to the next one) while the
+ * readiness probe reached the old one. A non-blocking connect, so that a
+ * listener that never accepts cannot hold the loop: anything but a
+ * refusal counts as listening.
+ */
+static bool port_still_taken(struct wr_sandbox *sb, uint16_t port) {
+  struct sockaddr_in addr = {.sin_family = AF_INET,
+                             .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  _cleanup_close_ int netns = -1, fd = -1;
+  wr_error_t err;
+
+  if (port == 0 || (netns = wr_rt_open_netns(&sb->inst, &err)) < 0 ||
+      (fd = wr_net_socket_in(netns, AF_INET, SOCK_STREAM, &err)) < 0)
+    return false;
+  if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+    return false;
+  return connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 ||
+         errno != ECONNREFUSED;
+}
+
+static void restart_again(uv_timer_t *t);
+
+static void restart_closed(uv_handle_t *h) {
+  struct tpl_restart *rs = h->data;
+
+  wr_sandbox_unref(rs->sb);
+  free(rs);
+}
 
 static void restart_now(struct tpl_restart *rs) {
   struct wr_proc *old = wr_proc_find_tag(rs->sb, START_TAG);
+  uint16_t port = (uint16_t)json_integer_value(
+      json_object_get(rs->sb->spec.template, "port"));
   wr_error_t err;
 
   if (old != NULL)
     wr_proc_remove(old);
+  if (rs->sb->state == WR_SB_RUNNING && wr_mono_ns() < rs->deadline_ns &&
+      port_still_taken(rs->sb, port)) {
+    uv_timer_start(&rs->timer, restart_again, READY_RETRY_MS, 0);
+    return;
+  }
   if (rs->sb->state != WR_SB_RUNNING) {
     wr_error_setx(&err, ESRCH, "sandbox `%s` stopped", rs->sb->name);
     rs->done(rs->sb, rs->arg, &err);
   } else {
     start_command(rs->sb, rs->done, rs->arg);
   }
-  wr_sandbox_unref(rs->sb);
-  free(rs);
+  uv_close((uv_handle_t *)&rs->timer, restart_closed);
+}
+
+static void restart_again(uv_timer_t *t) {
+  restart_now(t->data);
 }
 
 static void restart_observer(struct wr_proc *p, int stream, const char *data,
@@ -658,6 +706,9 @@ int wr_template_restart(struct wr_sandbox *sb, wr_sandbox_done_fn done,
   wr_sandbox_ref(sb);
   rs->done = done;
   rs->arg = arg;
+  rs->deadline_ns = wr_mono_ns() + RESTART_PORT_WAIT_NS;
+  uv_timer_init(sb->d->loop, &rs->timer);
+  rs->timer.data = rs;
   if (p == NULL || !p->running) {
     restart_now(rs);
     return 0;

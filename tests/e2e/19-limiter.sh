@@ -235,7 +235,7 @@ test_pool_spares_go_first_and_wait_for_room() {
   local out
   stop_daemon
   start_daemon --max-running 2 --max-resident 3 --idle-pause 0
-  trap '"$WARREN" pool rm base >/dev/null 2>&1; for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
+  trap '"$WARREN" pool rm base >/dev/null 2>&1 || true; for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
   "$WARREN" pool set base --size 2 >/dev/null || fail "pool set"
   wait_until 60 spares_are 2 || fail "the pool never filled: $(api GET /v1/pools)"
   new_sandbox lim-a --no-pool # resident 3 of 3

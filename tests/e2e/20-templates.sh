@@ -141,6 +141,48 @@ test_create_from_the_template_serves_the_page() {
   assert_contains "$(must_fail "$WARREN" image rm vite)" "used by 1 sandbox"
 }
 
+# A warm pool of the template: its spare was created with its dev server
+# answering, so a claim serves the page at once; the start command keeps
+# the pool's environment unless --restart-start asks for the create's.
+tpl_pool_ready() {
+  [ "$(api GET /v1/pools | jq '.pools[] | select(.image == "vite") | .ready')" = 1 ]
+}
+
+start_env() { # SANDBOX: the environment of its dev server
+  "$WARREN" exec "$1" -- sh -c \
+    'tr "\0" "\n" </proc/$(pgrep -o -f "vite --host")/environ'
+}
+
+test_a_pool_of_the_template_serves_at_claim() {
+  local out page env
+  tpl_vite
+  WR_CLEANUP="${WR_CLEANUP:-} tpl-pooled tpl-restarted"
+  trap '"$WARREN" pool rm vite >/dev/null 2>&1 || true; for s in $WR_CLEANUP; do "$WARREN" rm -f "$s" >/dev/null 2>&1 || true; done' EXIT
+  "$WARREN" rm -f tpl-pooled tpl-restarted >/dev/null 2>&1 || true
+  "$WARREN" pool set vite --size 1 >/dev/null || fail "pool set vite"
+  wait_until 120 tpl_pool_ready || fail "the pool never filled: $(api GET /v1/pools)"
+  out=$("$WARREN" create --name tpl-pooled --image vite --env GREETING=hi --json) ||
+    fail "create from the pool"
+  assert_eq true "$(jq -r .from_pool <<<"$out")" "from the pool"
+  page=$(tpl_page tpl-pooled) || fail "the page did not answer right after the claim"
+  assert_contains "$page" 'data-app="warren-vite-fixture"'
+  assert_eq hi "$("$WARREN" exec tpl-pooled -- printenv GREETING)" "an exec's env"
+  env=$(start_env tpl-pooled) || fail "no environment of the start command"
+  if grep -q '^GREETING=' <<<"$env"; then
+    fail "the start command has the create's env"
+  fi
+  wait_until 120 tpl_pool_ready || fail "the pool did not refill"
+  out=$("$WARREN" create --name tpl-restarted --image vite --env GREETING=hi \
+    --restart-start --json) || fail "create with --restart-start"
+  assert_eq true "$(jq -r .from_pool <<<"$out")" "from the pool (restarted)"
+  page=$(tpl_page tpl-restarted) || fail "no page after the restart"
+  assert_contains "$page" 'data-app="warren-vite-fixture"'
+  env=$(start_env tpl-restarted) || fail "no environment of the restarted command"
+  grep -qx 'GREETING=hi' <<<"$env" ||
+    fail "the restarted start command lacks the create's env: $env"
+  "$WARREN" pool rm vite >/dev/null
+}
+
 test_stop_start_restarts_the_start_command() {
   local page
   tpl_vite
