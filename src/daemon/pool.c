@@ -202,21 +202,28 @@ static void filled_paused(struct wr_sandbox *sb, void *arg,
   kick(sb->d);
 }
 
-/* Created and started (with a template, its start command answers):
- * pause it, and it is ready. */
-static void filled(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+/* Warmed up (pool_warm.c): pause it, and it is ready. */
+static void warmed(struct wr_sandbox *sb) {
   wr_error_t e;
 
+  if (sb->pool_state != WR_POOL_FILLING)
+    return;
+  if (wr_sandbox_pause(sb, filled_paused, NULL, &e) < 0) {
+    failed(sb->d, sb->image, sb, e.msg);
+    drain(sb, false);
+  }
+}
+
+/* Created and started (with a template, its start command answers):
+ * warm it up, then pause it. */
+static void filled(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
   (void)arg;
   if (err != NULL) { /* it has left the table and the store */
     failed(sb->d, sb->image, NULL, err->msg);
     kick(sb->d);
     return;
   }
-  if (wr_sandbox_pause(sb, filled_paused, NULL, &e) < 0) {
-    failed(sb->d, sb->image, sb, e.msg);
-    drain(sb, false);
-  }
+  wr_pool_warm(sb, warmed);
 }
 
 /* One more spare: 0, or 1 when the limiter has no slot free for it (a

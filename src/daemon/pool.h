@@ -70,7 +70,12 @@ void wr_api_pool_list(wr_http_req_t *req, void *ctx);
 void wr_api_pool_put(wr_http_req_t *req, void *ctx);
 void wr_api_pool_delete(wr_http_req_t *req, void *ctx);
 
-/* ---- shared by pool.c and pool_api.c ----------------------------------- */
+/* ---- shared by pool.c, pool_api.c and pool_warm.c ---------------------- */
+
+/* Before a fill's sandbox is paused: its template's page asked for once
+ * and its CPU gone quiet (at most 10 s); then(sb) unless it was removed
+ * meanwhile (pool_warm.c). */
+void wr_pool_warm(struct wr_sandbox *sb, void (*then)(struct wr_sandbox *sb));
 
 struct wr_pool {
   struct wr_pool *next;
