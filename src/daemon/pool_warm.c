@@ -134,8 +134,8 @@ static void page_connected(uv_connect_t *c, int status) {
   if (w->settling)
     return;
   w->write.data = w;
-  if (status < 0 || uv_write(&w->write, (uv_stream_t *)&w->tcp, &b, 1,
-                             page_written) < 0)
+  if (status < 0 ||
+      uv_write(&w->write, (uv_stream_t *)&w->tcp, &b, 1, page_written) < 0)
     settle(w);
 }
 
