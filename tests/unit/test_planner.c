@@ -15,7 +15,7 @@
 #include "daemon/planner.h"
 
 /* 2026-10-05T12:00:00Z, the seed's "now". */
-#define NOW_MS 1790942400000LL
+#define NOW_MS 1791201600000LL
 #define AGO(days) (NOW_MS - (int64_t)((days) * (double)WR_DAY_MS))
 #define GIB (1024ULL * 1024 * 1024)
 
