@@ -608,6 +608,7 @@ static void test_pools(void **state) {
   assert_int_equal(wr_store_pool_delete(st, "base", &err), 0);
   assert_int_equal(wr_store_pool_delete(st, "base", &err), -1);
   assert_int_equal(err.code, ENOENT);
+  wr_store_close(st);
 }
 
 /* Templates: a put replaces by name (a rebuild), get and list read it
