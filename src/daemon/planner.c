@@ -14,7 +14,7 @@ static const char *const tier_names[] = {"hot", "warm", "cool", "cold"};
 
 const char *wr_tier_name(enum wr_tier t) {
   return (size_t)t < sizeof tier_names / sizeof *tier_names ? tier_names[t]
-                                                             : "unknown";
+                                                            : "unknown";
 }
 
 int wr_tier_from_name(const char *name) {
@@ -85,8 +85,8 @@ static size_t demotions(const struct wr_plan_project *p, size_t n,
     if (over > 0)
       over--;
     short_of = take(short_of, p[c[i].index].memory_bytes);
-    out[steps++] = (struct wr_plan_step){c[i].index, WR_TIER_WARM,
-                                         WR_TIER_COOL, why};
+    out[steps++] =
+        (struct wr_plan_step){c[i].index, WR_TIER_WARM, WR_TIER_COOL, why};
   }
   return steps;
 }

@@ -87,9 +87,8 @@ static void test_order_of_input_does_not_matter(void **state) {
 /* Short of memory by 2.5 GiB with the slots satisfied: the three oldest
  * warm projects go (the third covers the last half GiB), no more. */
 static void test_memory_reserve(void **state) {
-  struct wr_plan_settings s = {.slots = 0,
-                               .memory_reserve = 4 * GIB,
-                               .memory_free = 3 * GIB / 2};
+  struct wr_plan_settings s = {
+      .slots = 0, .memory_reserve = 4 * GIB, .memory_free = 3 * GIB / 2};
   struct wr_plan_step steps[NSEED];
   size_t n;
 
