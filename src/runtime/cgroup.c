@@ -151,7 +151,9 @@ uint64_t wr_cgroup_tcp_budget(const char *tcp_mem, uint64_t page_size) {
       sscanf(tcp_mem, "%llu %llu %llu", &low, &pressure, &high) != 3 ||
       pressure == 0 || pressure > UINT64_MAX / 2 / page_size)
     return 0;
-  return pressure * page_size / 2;
+  /* Whole pages: the kernel rounds a limit down to one, and half of an
+   * odd pressure threshold is not. */
+  return pressure / 2 * page_size;
 }
 
 uint64_t wr_cgroup_tcp_limit(uint64_t memory_bytes, uint64_t budget) {

@@ -88,7 +88,7 @@ assert_v1_tcp_limits() { # ID WANT-BYTES
   local f budget
   f=$(sandbox_cgroup_file "$1" memory memory.kmem.tcp.limit_in_bytes) ||
     fail "no memory.kmem.tcp.limit_in_bytes for $1"
-  budget=$(($(tcp_mem 2) * $(getconf PAGESIZE) / 2))
+  budget=$(($(tcp_mem 2) / 2 * $(getconf PAGESIZE)))
   assert_eq "$budget" "$(cat "/sys/fs/cgroup/memory/$WR_CG_PARENT/memory.kmem.tcp.limit_in_bytes")" \
     "the parent's TCP budget (half of tcp_mem's pressure threshold)"
   [ "$2" -le "$budget" ] || set -- "$1" "$budget"

@@ -23,6 +23,9 @@ static void test_tcp_budget(void **state) {
   assert_int_equal(wr_cgroup_tcp_budget("287892\t383858\t575784\n", 4096),
                    383858ull * 4096 / 2);
   assert_int_equal(wr_cgroup_tcp_budget("1 2 3", 4096), 4096);
+  /* An odd threshold: whole pages, as the kernel stores a limit. */
+  assert_int_equal(wr_cgroup_tcp_budget("287889 383855 575778", 4096),
+                   191927ull * 4096);
   assert_int_equal(wr_cgroup_tcp_budget("", 4096), 0);
   assert_int_equal(wr_cgroup_tcp_budget("12 x 3", 4096), 0);
   assert_int_equal(wr_cgroup_tcp_budget("1 0 3", 4096), 0);
