@@ -107,27 +107,32 @@ void wr_http_reply_json(wr_http_req_t *req, int status, json_t *body) {
   wr_api_reply(req, status, "application/json", NULL, line, strlen(line));
 }
 
+static void reply_error_v(wr_http_req_t *req, int status, const char *code,
+                          const char *extra_headers, const char *fmt,
+                          va_list ap) {
+  char msg[1024];
+
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  wr_api_req_refuse(req, status, code, extra_headers, msg);
+}
+
 void wr_http_reply_error(wr_http_req_t *req, int status, const char *code,
                          const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
 
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  reply_error_v(req, status, code, NULL, fmt, ap);
   va_end(ap);
-  wr_api_req_refuse(req, status, code, NULL, msg);
 }
 
 void wr_http_reply_error_headers(wr_http_req_t *req, int status,
                                  const char *code, const char *extra_headers,
                                  const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
 
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  reply_error_v(req, status, code, extra_headers, fmt, ap);
   va_end(ap);
-  wr_api_req_refuse(req, status, code, extra_headers, msg);
 }
 
 void wr_http_reply_empty(wr_http_req_t *req, int status) {

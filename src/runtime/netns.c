@@ -392,11 +392,12 @@ static int load_filter(int nsfd, wr_error_t *err) {
 
 /* ---- the daemon's handle on a running sandbox's namespace -------------- */
 
-int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err) {
+int wr_rt_open_ns(const struct wr_rt_instance *inst, const char *ns,
+                  wr_error_t *err) {
   char path[64];
   int fd;
 
-  snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)inst->pid);
+  snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)inst->pid, ns);
   fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return wr_error_set(err, errno, "open `%s`", path);
@@ -407,6 +408,10 @@ int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err) {
     return wr_error_set(err, ESRCH, "the sandbox's init has exited");
   }
   return fd;
+}
+
+int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err) {
+  return wr_rt_open_ns(inst, "net", err);
 }
 
 /* ---- preparing a namespace (a thread of warrend) ------------------------ */

@@ -17,7 +17,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 
 int wr_rt_set_limits(struct wr_runtime *rt, const struct wr_rt_spec *spec,
                      wr_error_t *err) {
@@ -26,22 +25,6 @@ int wr_rt_set_limits(struct wr_runtime *rt, const struct wr_rt_spec *spec,
   if (rt->cg.ops->set_limits(&rt->cg, spec->id, &lim, err) < 0)
     return wr_error_wrap(err, "set the limits of sandbox `%s`", spec->id);
   return 0;
-}
-
-/* init's UTS namespace, checked against pid reuse with its pidfd. */
-static int open_uts(const struct wr_rt_instance *inst, wr_error_t *err) {
-  char path[64];
-  int fd;
-
-  snprintf(path, sizeof(path), "/proc/%d/ns/uts", (int)inst->pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return wr_error_set(err, errno, "open `%s`", path);
-  if (syscall(SYS_pidfd_send_signal, inst->pidfd, 0, NULL, 0) < 0) {
-    close(fd);
-    return wr_error_set(err, ESRCH, "the sandbox's init has exited");
-  }
-  return fd;
 }
 
 struct uts_arg {
@@ -66,7 +49,7 @@ static void *uts_thread(void *p) {
 
 static int set_hostname(const struct wr_rt_instance *inst, const char *hostname,
                         wr_error_t *err) {
-  _cleanup_close_ int nsfd = open_uts(inst, err);
+  _cleanup_close_ int nsfd = wr_rt_open_ns(inst, "uts", err);
   struct uts_arg a = {.nsfd = nsfd, .hostname = hostname};
   pthread_t t;
   int rc;

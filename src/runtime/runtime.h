@@ -194,6 +194,9 @@ int wr_rt_net_fds(const struct wr_rt_instance *inst, int fds[WR_NET_NFDS],
 /* An fd of the running sandbox's network namespace (for warrend's proxy
  * and port forwards), checked against pid reuse with the pidfd. */
 int wr_rt_open_netns(const struct wr_rt_instance *inst, wr_error_t *err);
+/* The same for any of init's namespaces ("net", "uts", ...). */
+int wr_rt_open_ns(const struct wr_rt_instance *inst, const char *ns,
+                  wr_error_t *err);
 /* Memory use of the sandbox in bytes (cgroup), 0 when unknown. */
 uint64_t wr_rt_memory_usage(struct wr_runtime *rt, const char *id);
 /* CPU time the sandbox's processes used in ns (cgroup), UINT64_MAX when
