@@ -19,9 +19,9 @@ override CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
 override LDFLAGS += -pie -Wl,-z,relro,-z,now
 LIBS    := -lhttp_parser $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-MODULES := common init runtime store api net daemon cli gitremote
+MODULES := common init runtime store api net projects daemon cli gitremote
 # Link order: a module comes before the modules it uses.
-DAEMON_LIBS := daemon net api store runtime init common
+DAEMON_LIBS := daemon projects net api store runtime init common
 CLI_LIBS    := cli api init common
 GITREMOTE_LIBS := gitremote $(CLI_LIBS)
 

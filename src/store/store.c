@@ -165,6 +165,27 @@ static const char *const migrations[] = {
      ");"
      "ALTER TABLE sandboxes ADD COLUMN pool TEXT"
      "  CHECK (pool IN ('filling', 'ready', 'claiming'));"),
+    /* 9: projects (project.c). tier is where the project was last put:
+     * 'hot' or 'warm' with a sandbox named sandbox, 'cool' with its
+     * snapshot, 'cold' with only its git mirror (ROOT/projects/NAME.git);
+     * the daemon reads hot and warm off the sandbox itself. generation
+     * counts the demotions to cool, so that each names a snapshot of its
+     * own (a rerun of a killed demote finds the one it was making). */
+    "CREATE TABLE projects ("
+    "  name TEXT PRIMARY KEY NOT NULL,"
+    "  template TEXT NOT NULL,"
+    "  tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cool', 'cold')),"
+    "  sandbox TEXT,"
+    "  snapshot TEXT,"
+    "  generation INTEGER NOT NULL DEFAULT 0,"
+    "  remote TEXT,"
+    "  remote_secret TEXT,"
+    "  labels_json TEXT NOT NULL DEFAULT '{}',"
+    "  settings_json TEXT NOT NULL DEFAULT '{}',"
+    "  revision TEXT,"
+    "  last_edit_ms INTEGER NOT NULL,"
+    "  created_ms INTEGER NOT NULL"
+    ");",
 };
 
 /* A database's built-in scripts followed by a test's extra ones. */

@@ -158,6 +158,41 @@ int wr_store_pool_claimed(wr_store_t *st, const char *id, const char *image,
                           const char *name, const char *spec_json,
                           int64_t created_ms, wr_error_t *err);
 
+/* ---- projects (project.c) ---------------------------------------------- */
+
+/* A project as stored (migration 9). */
+struct wr_project_rec {
+  char *name;
+  char *template_name;
+  char *tier;     /* "hot", "warm", "cool" or "cold" */
+  char *sandbox;  /* its sandbox's name while it has one, else NULL */
+  char *snapshot; /* its cool tier's snapshot, else NULL */
+  int64_t generation;
+  char *remote;        /* upstream URL, or NULL */
+  char *remote_secret; /* the secret's name for pushing there, or NULL */
+  char *labels_json;   /* an object of strings */
+  char *settings_json; /* author, install command, ... (projects code) */
+  char *revision;      /* the mirror's last commit, or NULL */
+  int64_t last_edit_ms, created_ms;
+};
+
+/* Insert; a name clash is EEXIST. */
+int wr_store_project_insert(wr_store_t *st, const struct wr_project_rec *rec,
+                            wr_error_t *err);
+/* ENOENT when there is none. */
+int wr_store_project_get(wr_store_t *st, const char *name,
+                         struct wr_project_rec *rec, wr_error_t *err);
+/* All projects, by name. */
+int wr_store_project_list(wr_store_t *st, struct wr_project_rec **recs,
+                          size_t *n, wr_error_t *err);
+/* Write back tier, sandbox, snapshot, generation, revision and last edit
+ * (the columns that move); ENOENT when it is gone. */
+int wr_store_project_update(wr_store_t *st, const struct wr_project_rec *rec,
+                            wr_error_t *err);
+int wr_store_project_delete(wr_store_t *st, const char *name, wr_error_t *err);
+void wr_project_rec_free(struct wr_project_rec *rec);
+void wr_project_recs_free(struct wr_project_rec *recs, size_t n);
+
 /* ---- images ------------------------------------------------------------ */
 
 /* Insert or replace by name. */

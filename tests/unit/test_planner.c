@@ -1,5 +1,5 @@
 /*
- * Unit tests for the tier planner (src/daemon/planner.c): the source
+ * Unit tests for the tier planner (src/projects/planner.c): the source
  * document's nine projects give exactly its three demotions, oldest first,
  * and p-09 cold; memory short of the reserve demotes further warm
  * projects, counting what each frees; hot and busy projects never move;
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "common/common.h"
-#include "daemon/planner.h"
+#include "projects/planner.h"
 
 /* 2026-10-05T12:00:00Z, the seed's "now". */
 #define NOW_MS 1791201600000LL

@@ -12,7 +12,7 @@
 
 /* The schema version this build creates, and what a test's extra
  * migration makes of it. */
-#define VERSION 8
+#define VERSION 9
 #define NEXT_VERSION (VERSION + 1)
 
 /* Each test gets its own directory and database path. */
@@ -549,6 +549,7 @@ static void test_migration_2_adds_network_tables(void **state) {
                    "DROP TABLE pools;"
                    "ALTER TABLE sandboxes DROP COLUMN pool;"
                    "DROP TABLE templates;"
+                   "DROP TABLE projects;"
                    "DELETE FROM schema_migrations WHERE version >= 2");
   st = open_ok(fx);
   assert_int_equal(wr_store_version(st), VERSION);
@@ -607,6 +608,53 @@ static void test_pools(void **state) {
   wr_pool_recs_free(pools, n);
   assert_int_equal(wr_store_pool_delete(st, "base", &err), 0);
   assert_int_equal(wr_store_pool_delete(st, "base", &err), -1);
+  assert_int_equal(err.code, ENOENT);
+  wr_store_close(st);
+}
+
+/* Projects: insert refuses a second of a name, update moves the tier
+ * and its snapshot and nothing else, delete says when there was none. */
+static void test_projects(void **state) {
+  struct fixture *fx = *state;
+  struct wr_project_rec in = {.name = "shop",
+                              .template_name = "vite",
+                              .tier = "cold",
+                              .remote = "http://git.test/shop.git",
+                              .labels_json = "{\"owner\":\"ann\"}",
+                              .last_edit_ms = 10,
+                              .created_ms = 10};
+  struct wr_project_rec r = {0}, *recs = NULL;
+  wr_error_t err = {0};
+  wr_store_t *st = open_ok(fx);
+  size_t n = 0;
+
+  assert_int_equal(wr_store_project_insert(st, &in, &err), 0);
+  assert_int_equal(wr_store_project_insert(st, &in, &err), -1);
+  assert_int_equal(err.code, EEXIST);
+  assert_int_equal(wr_store_project_get(st, "shop", &r, &err), 0);
+  assert_string_equal(r.tier, "cold");
+  assert_string_equal(r.labels_json, "{\"owner\":\"ann\"}");
+  assert_string_equal(r.settings_json, "{}");
+  assert_null(r.snapshot);
+  free(r.tier);
+  r.tier = xstrdup("cool");
+  r.snapshot = xstrdup("project-shop-1");
+  r.generation = 1;
+  r.last_edit_ms = 20;
+  assert_int_equal(wr_store_project_update(st, &r, &err), 0);
+  wr_project_rec_free(&r);
+  assert_int_equal(wr_store_project_list(st, &recs, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(recs[0].tier, "cool");
+  assert_string_equal(recs[0].snapshot, "project-shop-1");
+  assert_string_equal(recs[0].remote, "http://git.test/shop.git");
+  assert_int_equal(recs[0].last_edit_ms, 20);
+  wr_project_recs_free(recs, n);
+  in.tier = "lukewarm";
+  in.name = "other";
+  assert_int_equal(wr_store_project_insert(st, &in, &err), -1);
+  assert_int_equal(wr_store_project_delete(st, "shop", &err), 0);
+  assert_int_equal(wr_store_project_delete(st, "shop", &err), -1);
   assert_int_equal(err.code, ENOENT);
   wr_store_close(st);
 }
@@ -1536,6 +1584,7 @@ int main(void) {
       T(test_snapshots),
       T(test_pools),
       T(test_templates),
+      T(test_projects),
       T(test_settings),
       T(test_rules_are_unique),
       T(test_rules_list_get_delete),

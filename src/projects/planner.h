@@ -18,8 +18,8 @@
  *   - hot projects and busy ones (leased, or with work in flight) are
  *     never moved.
  */
-#ifndef WR_DAEMON_PLANNER_H
-#define WR_DAEMON_PLANNER_H
+#ifndef WR_PROJECTS_PLANNER_H
+#define WR_PROJECTS_PLANNER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
  * tier now. Pure, so that a unit test can feed it the source document's
  * nine projects and bench/tiers a month of ten thousand.
  */
-#include "daemon/planner.h"
+#include "projects/planner.h"
 
 #include <stdlib.h>
 #include <string.h>
