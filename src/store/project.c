@@ -6,8 +6,8 @@
 #include "store/store_internal.h"
 
 #define PROJECT_COLUMNS                                                        \
-  "name, template, tier, sandbox, snapshot, generation, remote, "             \
-  "remote_secret, labels_json, settings_json, revision, last_edit_ms, "       \
+  "name, template, tier, sandbox, snapshot, generation, remote, "              \
+  "remote_secret, labels_json, settings_json, revision, last_edit_ms, "        \
   "created_ms"
 
 static void read_project(sqlite3_stmt *stmt, void *out) {
@@ -100,8 +100,8 @@ int wr_store_project_list(wr_store_t *st, struct wr_project_rec **recs,
                        "ORDER BY name",
                        &stmt, err) < 0)
     return -1;
-  return wr_store_collect(st, stmt, sizeof(**recs), read_project,
-                          (void **)recs, n, err);
+  return wr_store_collect(st, stmt, sizeof(**recs), read_project, (void **)recs,
+                          n, err);
 }
 
 int wr_store_project_update(wr_store_t *st, const struct wr_project_rec *r,
@@ -130,13 +130,12 @@ int wr_store_project_update(wr_store_t *st, const struct wr_project_rec *r,
   return 0;
 }
 
-int wr_store_project_delete(wr_store_t *st, const char *name,
-                            wr_error_t *err) {
+int wr_store_project_delete(wr_store_t *st, const char *name, wr_error_t *err) {
   _cleanup_stmt_ sqlite3_stmt *stmt = NULL;
   int changes = 0;
 
-  if (wr_store_prepare(st, "DELETE FROM projects WHERE name = ?1", &stmt,
-                       err) < 0)
+  if (wr_store_prepare(st, "DELETE FROM projects WHERE name = ?1", &stmt, err) <
+      0)
     return -1;
   if (wr_store_bind_str(stmt, 1, name) != SQLITE_OK)
     return wr_store_fail(st, err);
