@@ -19,9 +19,9 @@ override CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
 override LDFLAGS += -pie -Wl,-z,relro,-z,now
 LIBS    := -lhttp_parser $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-MODULES := common init runtime store api net projects daemon cli gitremote
+MODULES := common init runtime store api net cli gitremote projects daemon
 # Link order: a module comes before the modules it uses.
-DAEMON_LIBS := daemon projects net api store runtime init common
+DAEMON_LIBS := daemon projects gitremote cli net api store runtime init common
 CLI_LIBS    := cli api init common
 GITREMOTE_LIBS := gitremote $(CLI_LIBS)
 
@@ -100,7 +100,7 @@ $(BUILD)/helpers/%: tests/helpers/%.c
 
 # ---- tests -------------------------------------------------------------
 
-TEST_LIBS := gitremote cli $(DAEMON_LIBS)
+TEST_LIBS := $(DAEMON_LIBS)
 $(BUILD)/tests/%: tests/unit/%.c $(call libs_of,$(TEST_LIBS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< \
@@ -144,7 +144,7 @@ fuzz:
 	tests/run-fuzz $(FUZZ_RUNS) $(FUZZERS)
 
 fuzzers: $(FUZZERS)
-FUZZ_LIBS := gitremote cli $(DAEMON_LIBS)
+FUZZ_LIBS := $(DAEMON_LIBS)
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(FUZZ_LIBS))
 	$(CC) $(CFLAGS) -Wno-missing-prototypes -fsanitize=fuzzer -o $@ $< \
 	  $(call libs_of,$(FUZZ_LIBS)) $(LIBS)

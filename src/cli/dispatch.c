@@ -31,6 +31,9 @@ static const struct wr_cli_command commands[] = {
     {"ports", "Publish a sandbox's ports on the host", wr_cli_cmd_ports},
     {"pool", "Keep sandboxes of an image started and paused for creates",
      wr_cli_cmd_pool},
+    {"project", "Projects in four tiers with git as the record",
+     wr_cli_cmd_project},
+    {"plan", "Show or run the tier planner's steps", wr_cli_cmd_plan},
     {"events", "Print or follow sandboxes' lifecycle events",
      wr_cli_cmd_events}, /* events.c */
     {"policy", "Control where sandboxes may connect", wr_cli_cmd_policy},

@@ -53,6 +53,12 @@ struct wr_daemon_config {
   /* The limiter (limiter.c): most sandboxes running, running or paused
    * (0: no limit), and the longest a request waits for a slot. */
   unsigned max_running, max_resident, queue_timeout_s;
+  /* The tier planner (projects_api.c): how often it runs (0: never on
+   * its own), the live places it keeps free of how many (0: the
+   * limiter's max_resident), the days a cool project keeps its snapshot,
+   * and the memory it keeps free (bytes; 0: no memory rule). */
+  unsigned plan_interval_s, plan_free, plan_slots, snapshot_days;
+  uint64_t plan_memory_reserve;
 };
 
 struct wr_sandbox;
@@ -62,6 +68,7 @@ struct wr_events;
 struct wr_snapshots;
 struct wr_pools;
 struct wr_limiter;
+struct wr_projects;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -79,6 +86,7 @@ struct wr_daemon {
   struct wr_idle *idle;           /* the idle pause's tick (idle.c) */
   struct wr_pools *pools;         /* warm pools (pool.c) */
   struct wr_limiter *limiter;     /* slots and their queue (limiter.c) */
+  struct wr_projects *projects;   /* projects and the planner */
   /* Template builds in flight (templates.c). */
   struct wr_tpl_build *tpl_builds;
   char *init_buf; /* receive buffer for init messages (loop thread) */

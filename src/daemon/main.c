@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "daemon/daemon.h"
+#include "daemon/projects_api.h"
 #include "daemon/events.h" /* events.c: the journal bounds */
 
 static struct wr_daemon daemon_state;
@@ -78,6 +79,20 @@ static const char usage[] =
     "                     the longest a request waits in line for a slot; a\n"
     "                     request may ask for less (default 300; 0: never\n"
     "                     wait)\n"
+    "  --plan-interval SECONDS\n"
+    "                     how often the tier planner demotes projects on its\n"
+    "                     own (default 300; 0: only on `warren plan --apply`)\n"
+    "  --plan-slots N     the live places (running or paused sandboxes) the\n"
+    "                     planner counts (default: --max-resident; 0 there\n"
+    "                     too: no slot rule)\n"
+    "  --plan-free N      of them, kept open for new and returning projects\n"
+    "                     (default 2)\n"
+    "  --snapshot-days D  a cool project's snapshot is kept D days, then the\n"
+    "                     project goes cold (default 30; 0: kept)\n"
+    "  --plan-memory-reserve SIZE\n"
+    "                     demote warm projects while the host has less memory\n"
+    "                     available than this (\"2g\"; default 0: no memory\n"
+    "                     rule)\n"
     "  --netns-pool N     network namespaces kept ready for new sandboxes\n"
     "                     (default 4; 0: each start makes its own)\n"
     "  --cgroup-favor-dynmods\n"
@@ -267,6 +282,11 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
       {"max-running", required_argument, NULL, 'X'},   /* limiter.c */
       {"max-resident", required_argument, NULL, 'Y'},  /* limiter.c */
       {"queue-timeout", required_argument, NULL, 'Q'}, /* limiter.c */
+      {"plan-interval", required_argument, NULL, 256}, /* projects_api.c */
+      {"plan-slots", required_argument, NULL, 257},
+      {"plan-free", required_argument, NULL, 258},
+      {"snapshot-days", required_argument, NULL, 259},
+      {"plan-memory-reserve", required_argument, NULL, 260},
       {"cgroup-favor-dynmods", no_argument, NULL, 'F'},
       {"policy-log-max", required_argument, NULL, 'M'},
       {"policy-log-sandbox-max", required_argument, NULL, 'S'},
@@ -344,6 +364,22 @@ static void parse_args(int argc, char **argv, struct wr_daemon_config *cfg,
     case 'Q':
       cfg->queue_timeout_s = parse_limit("--queue-timeout", optarg, 3600);
       break;
+    case 256: /* projects_api.c */
+      cfg->plan_interval_s = parse_limit("--plan-interval", optarg, 86400);
+      break;
+    case 257:
+      cfg->plan_slots = parse_limit("--plan-slots", optarg, 1u << 20);
+      break;
+    case 258:
+      cfg->plan_free = parse_limit("--plan-free", optarg, 1u << 20);
+      break;
+    case 259:
+      cfg->snapshot_days = parse_limit("--snapshot-days", optarg, 3650);
+      break;
+    case 260:
+      if (wr_parse_size(optarg, &cfg->plan_memory_reserve, NULL) < 0)
+        die_usage("--plan-memory-reserve takes a size, not", optarg);
+      break;
     case 'F':
       cfg->cgroup_favor_dynmods = true;
       break;
@@ -405,6 +441,9 @@ int main(int argc, char **argv) {
       .netns_pool = 4,
       .idle_pause_s = 300,
       .queue_timeout_s = 300,
+      .plan_interval_s = WR_PLAN_INTERVAL_S,
+      .plan_free = WR_PLAN_FREE,
+      .snapshot_days = WR_SNAPSHOT_DAYS,
       .host_ca_dir = "/usr/local/share/ca-certificates",
       .policy_log = {.max = WR_NETLOG_MAX,
                      .sandbox_max = WR_NETLOG_SANDBOX_MAX},

@@ -12,6 +12,7 @@
 #include "daemon/snapshots.h"
 #include "daemon/pool.h"
 #include "daemon/templates.h"
+#include "daemon/projects_api.h"
 
 static const struct wr_http_route routes[] = {
     {"GET", "/v1/info", wr_api_info, 0},
@@ -27,6 +28,8 @@ static const struct wr_http_route routes[] = {
     {"POST", "/v1/sandboxes/{id}/stop", wr_api_sandbox_stop, 0},
     {"POST", "/v1/sandboxes/{id}/pause", wr_api_sandbox_pause, 0},
     {"POST", "/v1/sandboxes/{id}/resume", wr_api_sandbox_resume, 0},
+    {"POST", "/v1/sandboxes/{id}/restart-start", wr_api_sandbox_restart_start,
+     0},
     {"POST", "/v1/sandboxes/{id}/exec", wr_api_exec, 0},
     {"GET", "/v1/sandboxes/{id}/processes", wr_api_proc_list, 0},
     {"GET", "/v1/sandboxes/{id}/processes/{tag}", wr_api_proc_get, 0},
@@ -81,6 +84,20 @@ static const struct wr_http_route routes[] = {
      WR_ROUTE_STREAM_BODY},
     {"GET", "/v1/templates/{name}", wr_api_template_get, 0},
     {"DELETE", "/v1/templates/{name}", wr_api_template_delete, 0},
+    /* projects_api.c */
+    {"GET", "/v1/projects", wr_api_project_list, 0},
+    {"POST", "/v1/projects", wr_api_project_create, 0},
+    {"GET", "/v1/projects/{id}", wr_api_project_get, 0},
+    {"DELETE", "/v1/projects/{id}", wr_api_project_delete, 0},
+    {"POST", "/v1/projects/{id}/open", wr_api_project_open, 0},
+    {"POST", "/v1/projects/{id}/commit", wr_api_project_commit, 0},
+    {"POST", "/v1/projects/{id}/demote", wr_api_project_demote, 0},
+    {"POST", "/v1/projects/{id}/restore", wr_api_project_restore, 0},
+    {"POST", "/v1/projects/{id}/remix", wr_api_project_remix, 0},
+    {"GET", "/v1/projects/{id}/log", wr_api_project_log, 0},
+    {"GET", "/v1/projects/{id}/diff", wr_api_project_diff, 0},
+    {"GET", "/v1/plan", wr_api_plan_get, 0},
+    {"POST", "/v1/plan", wr_api_plan_apply, 0},
 };
 
 const struct wr_http_route *wr_daemon_routes(size_t *n) {

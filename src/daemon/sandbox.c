@@ -317,6 +317,9 @@ json_t *wr_sandbox_json(const struct wr_sandbox *sb) {
   json_object_set_new(j, "last_wake", last_wake_json(sb));
   json_object_set_new(j, "idle", wr_idle_json(sb));
   json_object_set_new(j, "pooled", json_boolean(sb->pooled)); /* pool.c */
+  /* templates: its start command and port, which a project restarts */
+  json_object_set(j, "template",
+                  sb->spec.template ? sb->spec.template : json_null());
   wr_network_sandbox_json_extras(sb, j);
   return j;
 }
@@ -1289,6 +1292,30 @@ void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx) {
   wr_error_t err;
 
   if (sb != NULL && wr_sandbox_pause(sb, paused, req, &err) < 0)
+    reply_refused(req, &err, "not_running");
+}
+
+static void restarted(struct wr_sandbox *sb, void *arg, const wr_error_t *err) {
+  if (err != NULL)
+    reply_failed(sb, arg, "start_failed", err);
+  else
+    reply_sandbox(arg, 200, sb);
+}
+
+/* A template's start command again, once the files under it changed (a
+ * project's checkout and install, src/projects/open.c); the reply comes
+ * once its port answers, or 504 not_ready. */
+void wr_api_sandbox_restart_start(wr_http_req_t *req, void *ctx) {
+  struct wr_sandbox *sb = wr_sandbox_from_req(ctx, req);
+  wr_error_t err;
+  int rootfd;
+
+  /* The start command is spawned in the sandbox's root, which a daemon
+   * that restarted opens on first use. */
+  if (sb == NULL ||
+      !wr_sandbox_root_ready(sb, req, wr_api_sandbox_restart_start, &rootfd))
+    return;
+  if (wr_template_restart(sb, restarted, req, &err) < 0)
     reply_refused(req, &err, "not_running");
 }
 

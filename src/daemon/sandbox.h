@@ -314,6 +314,7 @@ void wr_api_sandbox_start(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_stop(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_pause(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_resume(wr_http_req_t *req, void *ctx);
+void wr_api_sandbox_restart_start(wr_http_req_t *req, void *ctx);
 void wr_api_sandbox_delete(wr_http_req_t *req, void *ctx);
 
 #endif

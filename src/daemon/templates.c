@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -607,6 +608,9 @@ bool wr_template_not_ready(const wr_error_t *err) {
   return err->code == ETIMEDOUT || err->code == ECHILD;
 }
 
+/* How long the loop waits for loopback to answer a port probe. */
+#define PORT_PROBE_MS 20
+
 /* A restart: the old start process has gone. */
 struct tpl_restart {
   struct wr_sandbox *sb;
@@ -625,6 +629,18 @@ struct tpl_restart {
  * listener that never accepts cannot hold the loop: anything but a
  * refusal counts as listening.
  */
+/* Whether the connect in flight on fd was refused within timeout_ms. */
+static bool connect_refused(int fd, int timeout_ms) {
+  struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+  int soerr = 0;
+  socklen_t len = sizeof(soerr);
+
+  if (poll(&pfd, 1, timeout_ms) != 1 ||
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+    return false;
+  return soerr == ECONNREFUSED;
+}
+
 static bool port_still_taken(struct wr_sandbox *sb, uint16_t port) {
   struct sockaddr_in addr = {.sin_family = AF_INET,
                              .sin_port = htons(port),
@@ -637,8 +653,14 @@ static bool port_still_taken(struct wr_sandbox *sb, uint16_t port) {
     return false;
   if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
     return false;
-  return connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 ||
-         errno != ECONNREFUSED;
+  if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0)
+    return true;
+  if (errno != EINPROGRESS)
+    return errno != ECONNREFUSED;
+  /* Loopback answers at once, but a non-blocking connect reports the
+   * answer later: wait for it a little (a listener whose backlog is full
+   * never answers, and counts as listening). */
+  return !connect_refused(fd, PORT_PROBE_MS);
 }
 
 static void restart_again(uv_timer_t *t);

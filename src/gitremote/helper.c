@@ -112,17 +112,38 @@ static uint64_t time_left_ms(const struct helper *h) {
  * stopped again when git is done with us, as `warren rm` does; a paused
  * one is woken by the fetch's first request, as any request wakes it
  * (docs/lifecycle.md), and then runs on. */
+/*
+ * A project's sandbox (src/projects/) is not in clone mode: its
+ * repository is where its label warren.repo says, an absolute path
+ * inside. The label is the sandbox owner's to set, and says only where
+ * to make the bundle: what comes out is checked as any bundle is.
+ */
+static int project_repo(struct helper *h, wr_error_t *err) {
+  _cleanup_free_ char *path = wr_cli_sandbox_path(h->name, NULL);
+  _cleanup_json_ json_t *sb = NULL;
+  const char *repo;
+
+  if (wr_cli_call(&h->ctx, "GET", path, NULL, &sb, NULL, err) < 0)
+    return -1;
+  repo = wr_cli_jstr(json_object_get(sb, "labels"), "warren.repo");
+  if (repo[0] != '/' || wr_path_check(repo, NULL) < 0)
+    return wr_error_set(err, 0,
+                        "sandbox `%s` is not in clone mode and is no "
+                        "project's: there is no repository to fetch from",
+                        h->name);
+  h->info.state = xstrdup(wr_cli_jstr(sb, "state"));
+  h->info.mount = xstrdup(repo);
+  return 0;
+}
+
 static int check_sandbox(struct helper *h, wr_error_t *err) {
   const char *n = h->name;
   bool clone;
 
   if (wr_cli_clone_info(&h->ctx, n, &h->info, &clone, err) < 0)
     return -1;
-  if (!clone)
-    return wr_error_set(err, 0,
-                        "sandbox `%s` is not in clone mode: there is no "
-                        "repository to fetch from",
-                        n);
+  if (!clone && project_repo(h, err) < 0)
+    return -1;
   if (strcmp(h->info.state, "stopped") == 0) {
     if (wr_cli_sandbox_post(&h->ctx, h->name, "/start", NULL, err) < 0)
       return wr_error_wrap(err, "start sandbox `%s` for the fetch", n);
