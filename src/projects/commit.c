@@ -170,7 +170,6 @@ int op_restore(struct op *o, json_t **result, wr_error_t *err) {
   _cleanup_free_ char *commit = NULL;
   _cleanup_free_ char *msg = NULL;
   _cleanup_json_ json_t *opened = NULL;
-  _cleanup_json_ json_t *log = NULL;
   uint64_t version = 0;
   const char *name, *email;
   char buf[256];

@@ -188,7 +188,7 @@ int op_demote(struct op *o, json_t **result, wr_error_t *err) {
     from = xstrdup(o->rec.snapshot ? "cool" : "cold");
   }
   if (to == NULL)
-    to = have ? "cool" : "cold";
+    to = "cool"; /* so that a rerun does what the first run meant */
   if (strcmp(from, "cold") == 0) {
     if (strcmp(o->rec.tier, "cold") != 0 && set_tier(o, "cold", err) < 0)
       return -1;

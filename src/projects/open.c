@@ -109,8 +109,9 @@ static bool snapshot_usable(struct op *o) {
 static int wake(struct op *o, const char *state, wr_error_t *err) {
   _cleanup_free_ char *path = wr_cli_sandbox_path(
       o->sandbox, strcmp(state, "paused") == 0 ? "/resume" : "/start");
+  _cleanup_json_ json_t *out = NULL;
 
-  if (wr_cli_call_in_line(&o->env->api, "POST", path, NULL, 0, NULL, err) < 0)
+  if (wr_cli_call_in_line(&o->env->api, "POST", path, NULL, 0, &out, err) < 0)
     return wr_error_wrap(err, "wake sandbox `%s`", o->sandbox);
   op_step(o, strcmp(state, "paused") == 0 ? "resume" : "start");
   return 0;

@@ -295,6 +295,13 @@ static int op_create(struct op *o, const char *name, json_t **result,
   if ((dir = template_dir(o, tpl, err)) == NULL ||
       (settings = create_settings(o, dir, err)) == NULL)
     return -1;
+  if (wr_store_project_get(o->store, name, &o->rec, NULL) == 0)
+    return wr_error_setx(err, EEXIST, "a project named `%s` already exists",
+                         name);
+  /* A mirror without a row is what a create or remove killed halfway
+   * left: no project owns it. */
+  if (wr_rm_rf(o->mirror, err) < 0)
+    return wr_error_wrap(err, "remove the stale mirror");
   labels_text = json_dumps(labels ? labels : json_object(), JSON_COMPACT);
   o->rec = (struct wr_project_rec){
       .name = xstrdup(name),
@@ -339,7 +346,7 @@ static int op_remove(struct op *o, json_t **result, wr_error_t *err) {
   free(o->rec.snapshot);
   o->rec.snapshot = NULL;
   op_drop_old_snapshots(o);
-  if (wr_rm_rf(o->mirror, err) < 0 && errno != ENOENT)
+  if (wr_rm_rf(o->mirror, err) < 0)
     return wr_error_wrap(err, "remove the mirror");
   if (wr_store_project_delete(o->store, o->rec.name, err) < 0)
     return -1;
