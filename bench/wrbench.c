@@ -2099,6 +2099,163 @@ static int template_main(int argc, char **argv) {
   return 0;
 }
 
+/* ---- wrbench projects ---------------------------------------------------- */
+
+/*
+ * A project of a Vite template opened from each tier, for real: the time
+ * of `POST /v1/projects/NAME/open` until it returns (the dev server then
+ * answers: a cool open waits for the template's port, a cold one for the
+ * restarted start command), p50 over the runs; the memory a warm one
+ * holds, and so how many this host keeps warm; a cool snapshot's size.
+ * Beside them the targets and the seed's own figures (Runtime: a wake
+ * 76 ms, a start from a snapshot 440 ms; the tutorial's naive start
+ * 33.4 s).
+ */
+struct prj_opts {
+  const char *socket, *template_name;
+  int runs;
+};
+
+static int prj_post(wr_http_client_t *c, const char *name, const char *verb,
+                    const char *body, double *ms) {
+  char path[160];
+  uint64_t t0 = wr_mono_ns();
+  int st;
+
+  snprintf(path, sizeof(path), "/v1/projects/%s/%s", name, verb);
+  st = call(c, "POST", path, body ? body : "{}");
+  if (ms != NULL)
+    *ms = ms_since(t0);
+  return st == 200 ? 0 : -1;
+}
+
+static int prj_pause(wr_http_client_t *c, const char *name) {
+  char path[160];
+
+  snprintf(path, sizeof(path), "/v1/sandboxes/project-%s/pause", name);
+  return call(c, "POST", path, NULL) == 200 ? 0 : -1;
+}
+
+static long prj_number(wr_http_client_t *c, const char *path,
+                       const char *field) {
+  _cleanup_json_ json_t *j = call_json(c, "GET", path, NULL, 200);
+
+  return j ? (long)json_integer_value(json_object_get(j, field)) : -1;
+}
+
+/* One project through every tier: its open times in w, o, d, and what
+ * it holds warm (bytes) and cool (snapshot bytes). */
+static int prj_round(const struct prj_opts *o, wr_http_client_t *c, int i,
+                     double *first, double *warm, double *cool, double *cold,
+                     long *mem, long *snap) {
+  char name[64], body[256], path[160];
+  _cleanup_json_ json_t *p = NULL;
+
+  snprintf(name, sizeof(name), "bench-p%d", i);
+  snprintf(body, sizeof(body), "{\"name\":\"%s\",\"template\":\"%s\"}", name,
+           o->template_name);
+  if (call(c, "POST", "/v1/projects", body) != 201 ||
+      prj_post(c, name, "open", NULL, first) < 0)
+    return -1;
+  snprintf(path, sizeof(path), "project-%s", name);
+  if (exec_ok(c, path,
+              "cd /app && sed -i 's|<title>|<title>edited |' index.html") < 0 ||
+      prj_post(c, name, "commit", "{\"message\":\"edit\"}", NULL) < 0 ||
+      prj_pause(c, name) < 0)
+    return -1;
+  snprintf(path, sizeof(path), "/v1/sandboxes/project-%s", name);
+  *mem = prj_number(c, path, "memory_bytes");
+  if (prj_post(c, name, "open", NULL, warm) < 0 || prj_pause(c, name) < 0 ||
+      prj_post(c, name, "demote", NULL, NULL) < 0)
+    return -1;
+  snprintf(path, sizeof(path), "/v1/snapshots/project-%s-1", name);
+  *snap = prj_number(c, path, "size_bytes");
+  if (prj_post(c, name, "open", NULL, cool) < 0 ||
+      prj_post(c, name, "demote", "{\"to\":\"cold\"}", NULL) < 0 ||
+      prj_post(c, name, "open", NULL, cold) < 0)
+    return -1;
+  snprintf(path, sizeof(path), "project-%s", name);
+  return tpl_page(c, path);
+}
+
+static int projects_main(int argc, char **argv) {
+  static const struct option lopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"template", required_argument, NULL, 't'},
+      {"runs", required_argument, NULL, 'r'},
+      {NULL, 0, NULL, 0},
+  };
+  struct prj_opts o = {"/run/warren/warrend.sock", "bench-vite", 5};
+  struct opts co = {0};
+  double *first, *warm, *cool, *cold;
+  long mem = 0, snap = 0, m, sn;
+  wr_http_client_t *c;
+  int ch, n = 0;
+
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch == 's')
+      o.socket = optarg;
+    else if (ch == 't')
+      o.template_name = optarg;
+    else if (ch == 'r')
+      o.runs = atoi(optarg) > 0 ? atoi(optarg) : 1;
+    else
+      return 2;
+  }
+  co.socket = o.socket;
+  c = connect_daemon(&co);
+  first = xcalloc((size_t)o.runs, sizeof(double));
+  warm = xcalloc((size_t)o.runs, sizeof(double));
+  cool = xcalloc((size_t)o.runs, sizeof(double));
+  cold = xcalloc((size_t)o.runs, sizeof(double));
+  for (int i = 0; i < o.runs; i++) {
+    char path[96];
+    if (prj_round(&o, c, i, &first[n], &warm[n], &cool[n], &cold[n], &m, &sn) ==
+        0) {
+      mem += m;
+      snap += sn;
+      n++;
+    } else {
+      fprintf(stderr, "wrbench: project round %d failed\n", i);
+    }
+    snprintf(path, sizeof(path), "/v1/projects/bench-p%d", i);
+    call_q(c, "DELETE", path, NULL, 404);
+  }
+  if (n == 0)
+    return 1;
+  printf("projects of template %s, %d runs, open until it answers (p50):\n",
+         o.template_name, n);
+  printf("  %-30s %9.1f ms  (Runtime wakes in 76 ms; target <= 20 ms)\n",
+         "open from warm", pct(warm, n, 50));
+  printf("  %-30s %9.1f ms  (Runtime starts from a snapshot in 440 ms; "
+         "target <= 1 s)\n",
+         "open from cool", pct(cool, n, 50));
+  printf("  %-30s %9.1f ms  (the tutorial's naive start 33.4 s, %.0fx; "
+         "target <= 15 s)\n",
+         "open from cold", pct(cold, n, 50), 33400 / pct(cold, n, 50));
+  printf("  %-30s %9.1f ms  (template + first commit)\n",
+         "new project's "
+         "first open",
+         pct(first, n, 50));
+  printf("  %-30s %9.1f MiB (the seed assumes 1.5 GB held)\n",
+         "a warm project holds", mem / (double)n / 1048576);
+  printf("  %-30s %9ld     (MemAvailable %.1f GiB / that, 2 GiB kept)\n",
+         "warm projects this host holds",
+         mem > 0 ? (long)((mem_available_kib() / 1048576.0 - 2) * 1073741824.0 /
+                          (mem / (double)n))
+                 : 0,
+         mem_available_kib() / 1048576.0);
+  printf("  %-30s %9.1f MiB (the seed assumes 0.6 GB)\n",
+         "a cool project's snapshot", snap / (double)n / 1048576);
+  free(first);
+  free(warm);
+  free(cool);
+  free(cold);
+  wr_http_client_close(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct option lopts[] = {
       {"socket", required_argument, NULL, 's'},
@@ -2130,6 +2287,8 @@ int main(int argc, char **argv) {
     return evict_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "template") == 0)
     return template_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "projects") == 0)
+    return projects_main(argc - 1, argv + 1);
 
   while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
     switch (ch) {

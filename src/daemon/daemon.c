@@ -167,6 +167,22 @@ static int reattach(struct wr_daemon *d, struct wr_sandbox *sb,
 }
 
 /* Bring one sandbox from the database back under management. */
+/* A sandbox whose removal a dead daemon began: its directory is gone
+ * from its place (wr_rt_remove), so it is finished here, leftovers and
+ * record. */
+static bool finish_removal(struct wr_daemon *d,
+                           const struct wr_sandbox_rec *rec) {
+  if (strcmp(rec->state, "creating") == 0 ||
+      wr_rt_sandbox_present(d->rt, rec->id))
+    return false;
+  wr_info("sandbox %s: its removal was interrupted by a daemon restart; "
+          "finished",
+          rec->name);
+  wr_rt_remove(d->rt, rec->id, NULL);
+  wr_store_sandbox_delete(d->store, rec->id, NULL);
+  return true;
+}
+
 static void recover_one(struct wr_daemon *d, struct wr_sandbox *sb) {
   struct wr_rt_instance inst;
   wr_error_t err;
@@ -209,7 +225,11 @@ int wr_daemon_recover(struct wr_daemon *d, wr_error_t *err) {
     return -1;
   for (size_t i = 0; i < n; i++) {
     wr_error_t e;
-    struct wr_sandbox *sb = wr_sandbox_from_rec(d, &recs[i], &e);
+    struct wr_sandbox *sb;
+
+    if (finish_removal(d, &recs[i]))
+      continue;
+    sb = wr_sandbox_from_rec(d, &recs[i], &e);
     if (sb == NULL) {
       wr_warn("sandbox %s: unreadable record: %s", recs[i].id, e.msg);
       continue;

@@ -113,14 +113,57 @@ static int set_tier(struct op *o, const char *tier, wr_error_t *err) {
   return op_save(o, err);
 }
 
+/* How long a demote waits for its snapshot to be on disk. */
+#define SYNC_WAIT_MS (120 * 1000)
+
+/* The snapshot is on disk (synced), not only complete: the sandbox it
+ * comes from is about to go. */
+static int wait_synced(struct op *o, const char *name, wr_error_t *err) {
+  _cleanup_free_ char *path = snapshot_path(name);
+  uint64_t deadline = wr_mono_ns() + SYNC_WAIT_MS * 1000000ull;
+
+  while (wr_mono_ns() < deadline) {
+    _cleanup_json_ json_t *s = NULL;
+    if (wr_cli_call(&o->env->api, "GET", path, NULL, &s, NULL, err) < 0)
+      return wr_error_wrap(err, "snapshot `%s`", name);
+    if (json_is_true(json_object_get(s, "synced")))
+      return 0;
+    usleep(20 * 1000);
+  }
+  return wr_error_setx(err, ETIMEDOUT,
+                       "snapshot `%s` was not on disk after %d s: the "
+                       "sandbox is kept",
+                       name, SYNC_WAIT_MS / 1000);
+}
+
+/* The sandbox goes (the row already says cool), then the row says so. */
+static int delete_sandbox(struct op *o, wr_error_t *err) {
+  _cleanup_free_ char *path = wr_cli_sandbox_path(o->sandbox, "?force=true");
+  int status = 0;
+
+  if (wr_cli_call(&o->env->api, "DELETE", path, NULL, NULL, &status, err) < 0 &&
+      status != 404)
+    return wr_error_wrap(err, "delete sandbox `%s`", o->sandbox);
+  op_step(o, "delete the sandbox");
+  free(o->rec.sandbox);
+  o->rec.sandbox = NULL;
+  return op_save(o, err);
+}
+
 /* Live -> cool. */
 static int to_cool(struct op *o, const json_t *sb, wr_error_t *err) {
   const char *state = wr_cli_jstr(sb, "state");
   _cleanup_free_ char *name = snapshot_name(o, o->rec.generation + 1);
   _cleanup_free_ char *old = o->rec.snapshot ? xstrdup(o->rec.snapshot) : NULL;
-  _cleanup_free_ char *path = wr_cli_sandbox_path(o->sandbox, "?force=true");
-  int status = 0;
 
+  /* Recorded cool with its snapshot whole, and a sandbox still there: a
+   * demote killed between the two (or an open from cool killed before it
+   * recorded hot). The snapshot has everything: only the delete is left. */
+  if (strcmp(o->rec.tier, "cool") == 0 && o->rec.snapshot != NULL) {
+    _cleanup_free_ char *have = snapshot_state(o, o->rec.snapshot);
+    if (strcmp(have, "ready") == 0)
+      return delete_sandbox(o, err);
+  }
   if (strcmp(state, "running") == 0) {
     if (o->planner)
       return wr_error_setx(err, EBUSY, "project `%s` is hot: left alone",
@@ -131,20 +174,14 @@ static int to_cool(struct op *o, const json_t *sb, wr_error_t *err) {
     return wr_error_setx(err, EBUSY, "sandbox `%s` is %s: try again",
                          o->sandbox, state);
   }
-  if (capture(o, name, err) < 0)
+  if (capture(o, name, err) < 0 || wait_synced(o, name, err) < 0)
     return -1;
   free(o->rec.snapshot);
   o->rec.snapshot = xstrdup(name);
   o->rec.generation++;
   if (set_tier(o, "cool", err) < 0)
     return -1;
-  if (wr_cli_call(&o->env->api, "DELETE", path, NULL, NULL, &status, err) < 0 &&
-      status != 404)
-    return wr_error_wrap(err, "delete sandbox `%s`", o->sandbox);
-  op_step(o, "delete the sandbox");
-  free(o->rec.sandbox);
-  o->rec.sandbox = NULL;
-  if (op_save(o, err) < 0)
+  if (delete_sandbox(o, err) < 0)
     return -1;
   /* The snapshot it was made from, unless the new one stacks on it (the
    * daemon refuses to remove a snapshot in use; retention takes it). */

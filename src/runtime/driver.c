@@ -700,15 +700,29 @@ int wr_rt_cleanup(struct wr_runtime *rt, const char *id, wr_error_t *err) {
 
 int wr_rt_remove(struct wr_runtime *rt, const char *id, wr_error_t *err) {
   _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  _cleanup_free_ char *gone = xasprintf("%s.removing", dir);
   _cleanup_close_ int lock = lock_dir(dir, NULL);
 
   (void)lock; /* held (or not, if the directory is gone) until we return */
   if (wr_rt_cleanup(rt, id, err) < 0 || wr_workspace_umount(dir, err) < 0 ||
       wr_rootfs_umount(dir, err) < 0 || wr_disk_umount(dir, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
-  if (wr_rm_rf(dir, err) < 0)
+  /* Out of its place first, in one step: a daemon killed during the
+   * removal leaves either the whole directory or none at its path, and
+   * the next one finishes a removal it finds so (wr_rt_sandbox_present);
+   * it never mistakes half a directory for a stopped sandbox's. */
+  if (rename(dir, gone) < 0 && errno != ENOENT)
+    return wr_error_set(err, errno, "remove sandbox `%s`: rename", id);
+  if (wr_rm_rf(gone, err) < 0)
     return wr_error_wrap(err, "remove sandbox `%s`", id);
   return 0;
+}
+
+bool wr_rt_sandbox_present(const struct wr_runtime *rt, const char *id) {
+  _cleanup_free_ char *dir = wr_rt_sandbox_dir(rt, id);
+  struct stat st;
+
+  return lstat(dir, &st) == 0 || errno != ENOENT;
 }
 
 static bool ctl_hung_up(int fd) {

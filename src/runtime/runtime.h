@@ -208,6 +208,9 @@ bool wr_rt_populated(struct wr_runtime *rt, const char *id);
 char *wr_rt_init_log_tail(struct wr_runtime *rt, const char *id, size_t max);
 /* The sandbox's directory on the host (caller frees). */
 char *wr_rt_sandbox_dir(const struct wr_runtime *rt, const char *id);
+/* Whether the sandbox's directory is in its place: not when a removal
+ * took it away (wr_rt_remove moves it out before deleting it). */
+bool wr_rt_sandbox_present(const struct wr_runtime *rt, const char *id);
 
 /* ---- a running sandbox made another (renew.c; pool claims) ------------ */
 

@@ -258,7 +258,7 @@ pl-2: warm -> cool (snapshot the disk, delete the sandbox)" "$out"
 
 test_a_demote_killed_at_any_point_is_finished_by_the_next() {
   local delay snaps
-  for delay in 0 0.01 0.03 0.08 0.2; do
+  for delay in 0 0.01 0.02 0.03 0.04 0.06 0.1 0.2; do
     prj create kd --image base >/dev/null || fail "create"
     prj_open kd >/dev/null
     "$WARREN" exec project-kd -- sh -c 'echo safe > /app/s.txt'
