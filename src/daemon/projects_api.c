@@ -335,7 +335,9 @@ enum wr_tier wr_project_tier(struct wr_daemon *d,
     return WR_TIER_WARM;
   if (t == WR_TIER_COOL || t == WR_TIER_COLD)
     return (enum wr_tier)t;
-  return rec->snapshot != NULL ? WR_TIER_COOL : WR_TIER_COLD;
+  /* Live, but its sandbox was removed: git is what is left (the next
+   * open or demote records it so). */
+  return WR_TIER_COLD;
 }
 
 static uint64_t project_memory(struct wr_daemon *d,

@@ -26,14 +26,23 @@ static char *snapshot_path(const char *name) {
   return xasprintf("/v1/snapshots/%s", esc);
 }
 
-/* "ready", "" (none) or another state. */
-static char *snapshot_state(struct op *o, const char *name) {
+/* "ready", "" (none) or another state; *source (may be NULL) gets the
+ * id of the sandbox it was taken of. */
+static char *snapshot_state_of(struct op *o, const char *name, char **source) {
   _cleanup_free_ char *path = snapshot_path(name);
   _cleanup_json_ json_t *s = NULL;
 
+  if (source != NULL)
+    *source = NULL;
   if (wr_cli_call(&o->env->api, "GET", path, NULL, &s, NULL, NULL) < 0)
     return xstrdup("");
+  if (source != NULL)
+    *source = xstrdup(wr_cli_jstr(json_object_get(s, "source"), "id"));
   return xstrdup(wr_cli_jstr(s, "state"));
+}
+
+static char *snapshot_state(struct op *o, const char *name) {
+  return snapshot_state_of(o, name, NULL);
 }
 
 static int delete_snapshot(struct op *o, const char *name, bool must,
@@ -79,13 +88,18 @@ void op_drop_old_snapshots(struct op *o) {
   }
 }
 
-/* The paused sandbox's disk, as the next generation's snapshot. */
-static int capture(struct op *o, const char *name, wr_error_t *err) {
-  _cleanup_free_ char *state = snapshot_state(o, name);
+/* The paused sandbox's disk, as the next generation's snapshot. One of
+ * that name already there is an earlier run's when it was taken of this
+ * very sandbox; any other (a removed project's of the same name) goes. */
+static int capture(struct op *o, const char *name, const char *sandbox_id,
+                   wr_error_t *err) {
+  _cleanup_free_ char *source = NULL;
+  _cleanup_free_ char *state = snapshot_state_of(o, name, &source);
   _cleanup_free_ char *path = wr_cli_sandbox_path(o->sandbox, "/snapshots");
   _cleanup_json_ json_t *body = json_pack("{s:s}", "name", name);
 
-  if (strcmp(state, "ready") == 0)
+  if (strcmp(state, "ready") == 0 && source != NULL &&
+      strcmp(source, sandbox_id) == 0)
     return 0; /* an earlier run took it */
   if (state[0] != '\0' && delete_snapshot(o, name, true, err) < 0)
     return -1;
@@ -174,7 +188,8 @@ static int to_cool(struct op *o, const json_t *sb, wr_error_t *err) {
     return wr_error_setx(err, EBUSY, "sandbox `%s` is %s: try again",
                          o->sandbox, state);
   }
-  if (capture(o, name, err) < 0 || wait_synced(o, name, err) < 0)
+  if (capture(o, name, wr_cli_jstr(sb, "id"), err) < 0 ||
+      wait_synced(o, name, err) < 0)
     return -1;
   free(o->rec.snapshot);
   o->rec.snapshot = xstrdup(name);
@@ -221,13 +236,15 @@ int op_demote(struct op *o, json_t **result, wr_error_t *err) {
     from = xstrdup(strcmp(wr_cli_jstr(sb, "state"), "running") == 0 ? "hot"
                                                                     : "warm");
   } else if (strcmp(from, "hot") == 0 || strcmp(from, "warm") == 0) {
-    free(from); /* its sandbox went: the row says what is left */
-    from = xstrdup(o->rec.snapshot ? "cool" : "cold");
+    /* Its sandbox went: git is what is left (a snapshot it was made
+     * from predates its last commits). */
+    free(from);
+    from = xstrdup("cold");
   }
   if (to == NULL)
     to = "cool"; /* so that a rerun does what the first run meant */
   if (strcmp(from, "cold") == 0) {
-    if (strcmp(o->rec.tier, "cold") != 0 && set_tier(o, "cold", err) < 0)
+    if (strcmp(o->rec.tier, "cold") != 0 && to_cold(o, err) < 0)
       return -1;
   } else if (have && to_cool(o, sb, err) < 0) {
     return -1;

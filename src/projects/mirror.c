@@ -113,8 +113,8 @@ int wr_git(const struct wr_git_run *r, const char *const *argv,
     return wr_error_set(err, ENOMEM, "%s ran out of memory", what);
   if (ex.status != 0) {
     said = last_words(&errout);
-    return wr_error_set(err, EIO, "%s failed (exit %d)%s%s", what, ex.status,
-                        said[0] ? ": " : "", said);
+    return wr_error_setx(err, EIO, "%s failed (exit %d)%s%s", what, ex.status,
+                         said[0] ? ": " : "", said);
   }
   return 0;
 }

@@ -71,7 +71,8 @@ static json_t *sandbox_labels(struct op *o) {
 }
 
 /* POST /v1/sandboxes with reuse, in line for a slot if need be. */
-static int make_sandbox(struct op *o, const char *snapshot, wr_error_t *err) {
+static int make_sandbox(struct op *o, const char *snapshot, bool *from_pool,
+                        wr_error_t *err) {
   _cleanup_json_ json_t *body =
       json_pack("{s:s, s:b, s:o}", "name", o->sandbox, "reuse", true, "labels",
                 sandbox_labels(o));
@@ -87,6 +88,7 @@ static int make_sandbox(struct op *o, const char *snapshot, wr_error_t *err) {
   if (wr_cli_call_in_line(&o->env->api, "POST", "/v1/sandboxes", body, 0, &out,
                           err) < 0)
     return wr_error_wrap(err, "make sandbox `%s`", o->sandbox);
+  *from_pool = json_is_true(json_object_get(out, "from_pool"));
   return 0;
 }
 
@@ -230,15 +232,19 @@ int op_open(struct op *o, json_t **result, wr_error_t *err) {
     if (!live && finish(o, from, err) < 0)
       return -1;
   } else {
-    /* No sandbox: from the snapshot when it is there and whole, else from
-     * git (a snapshot that expired or went, or a row that said live). */
-    bool cool = snapshot_usable(o);
+    /* No sandbox: from the snapshot when the project was demoted to it
+     * and it is there and whole, else from git (a snapshot that expired
+     * or went; a live project whose sandbox someone removed, whose
+     * snapshot, if any, predates its last commits). */
+    bool cool = strcmp(from, "cool") == 0 && snapshot_usable(o);
+    bool pooled = false;
     free(from);
     from = xstrdup(cool ? "cool" : "cold");
-    if (make_sandbox(o, cool ? o->rec.snapshot : NULL, err) < 0)
+    if (make_sandbox(o, cool ? o->rec.snapshot : NULL, &pooled, err) < 0)
       return -1;
-    op_step(o,
-            cool ? "sandbox from the snapshot" : "sandbox from the template");
+    op_step(o, cool     ? "sandbox from the snapshot"
+               : pooled ? "sandbox from the warm pool"
+                        : "sandbox from the template");
     if (!cool && from_git(o, err) < 0)
       return -1;
   }

@@ -337,3 +337,39 @@ test_vite_project_answers_from_each_tier() {
     fail "the install left no vite"
   prj rm web >/dev/null
 }
+
+# A hot project whose sandbox someone removed opens from git with every
+# commit, not from the older snapshot it was once made from.
+test_a_removed_sandbox_opens_from_git_not_an_old_snapshot() {
+  local out
+  prj create rs --image base >/dev/null
+  prj_open rs >/dev/null
+  "$WARREN" exec project-rs -- sh -c 'echo one > /app/f.txt'
+  prj commit rs -m one >/dev/null
+  prj demote rs >/dev/null
+  prj_open rs >/dev/null # from the snapshot: f.txt is "one"
+  "$WARREN" exec project-rs -- sh -c 'echo two > /app/f.txt'
+  prj commit rs -m two >/dev/null
+  "$WARREN" rm -f project-rs >/dev/null
+  assert_eq cold "$(prj_tier rs)" "no sandbox, no snapshot of its last edit"
+  out=$(prj_open rs)
+  assert_eq cold "$(jq -r .from <<<"$out")"
+  assert_eq two "$("$WARREN" exec project-rs -- cat /app/f.txt)"
+  prj rm rs >/dev/null
+}
+
+# A warm pool of the project's template serves its cold open.
+test_a_pool_of_the_template_serves_a_cold_open() {
+  local out
+  "$WARREN" pool set base --size 1 >/dev/null
+  wait_until 60 sh -c "'$WARREN' pool ls --json | jq -e '.[] | select(.image == \"base\") | .ready == 1' >/dev/null" ||
+    fail "the pool did not fill"
+  prj create po --image base --label team=blue >/dev/null
+  out=$(prj_open po)
+  assert_contains "$(jq -r '.steps[].step' <<<"$out")" "sandbox from the warm pool"
+  assert_eq po "$("$WARREN" inspect --json project-po | jq -r '.labels["warren.project"]')"
+  assert_eq blue "$("$WARREN" inspect --json project-po | jq -r .labels.team)"
+  assert_eq 1 "$("$WARREN" exec project-po -- sh -c 'cd /app && git rev-list --count HEAD')"
+  "$WARREN" pool rm base >/dev/null
+  prj rm po >/dev/null
+}
