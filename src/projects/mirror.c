@@ -284,62 +284,60 @@ int wr_mirror_push(const struct wr_projects_env *env, const char *path,
   return 0;
 }
 
-/* One record of the log: hash, author, email, time, subject, separated
- * by NUL, records by RS. */
-static json_t *log_entry(char *rec) {
-  char *f[5] = {0};
-  size_t i = 0;
+int wr_mirror_log_parse(const char *data, size_t len, uint64_t total,
+                        uint64_t limit, json_t **out, wr_error_t *err) {
+  _cleanup_json_ json_t *list = json_array();
+  uint64_t version = total;
+  size_t pos = 0;
 
-  for (char *p = rec; i < 5; i++) {
-    f[i] = p;
-    p = strchr(p, '\0') + 1;
-    if (i < 4 && *(p - 1) != '\0')
-      return NULL;
+  /* -z and %x00: each commit is five fields, each ended by a NUL (the
+   * last by the terminator -z makes of a --format's newline). */
+  while (pos < len && (limit == 0 || json_array_size(list) < limit)) {
+    const char *f[5];
+    for (int i = 0; i < 5; i++) {
+      const char *nul = memchr(data + pos, '\0', len - pos);
+      if (nul == NULL)
+        return wr_error_setx(err, EPROTO, "git log: a commit is cut short");
+      f[i] = data + pos;
+      pos = (size_t)(nul - data) + 1;
+    }
+    if (strlen(f[0]) < 40 || strspn(f[0], "0123456789abcdef") != strlen(f[0]))
+      return wr_error_setx(err, EPROTO, "git log: `%.80s` is no commit", f[0]);
+    if (version == 0)
+      return wr_error_setx(err, EPROTO, "git log: more commits than counted");
+    /* Names and subjects are the sandbox's: any bytes git allows. */
+    json_array_append_new(list,
+                          json_pack("{s:I, s:s, s:o, s:o, s:I, s:o}", "version",
+                                    (json_int_t)version--, "commit", f[0],
+                                    "author", wr_json_string_lossy(f[1]),
+                                    "email", wr_json_string_lossy(f[2]), "time",
+                                    (json_int_t)strtoll(f[3], NULL, 10),
+                                    "subject", wr_json_string_lossy(f[4])));
   }
-  return json_pack("{s:s, s:s, s:s, s:I, s:s}", "commit", f[0], "author", f[1],
-                   "email", f[2], "time", (json_int_t)strtoll(f[3], NULL, 10),
-                   "subject", f[4]);
+  *out = steal_ptr(&list);
+  return 0;
 }
 
 int wr_mirror_log(const struct wr_projects_env *env, const char *path,
                   uint64_t limit, json_t **out, wr_error_t *err) {
   _cleanup_(wr_buf_free) wr_buf_t o = {0};
   _cleanup_free_ char *head = NULL;
-  _cleanup_json_ json_t *list = json_array();
   struct wr_git_run r = {
       .env = env, .git_dir = path, .out = &o, .stdin_fd = -1};
   const char *const argv[] = {
       "log", "-z", "--format=%H%x00%an%x00%ae%x00%at%x00%s", "HEAD", NULL};
-  uint64_t total = 0, version;
-  char *p, *end;
+  uint64_t total = 0;
 
   if (wr_mirror_head(env, path, &head, err) < 0)
     return -1;
   if (head == NULL) {
-    *out = steal_ptr(&list);
+    *out = json_array();
     return 0;
   }
   if (wr_mirror_count(env, path, head, &total, err) < 0 ||
       wr_git(&r, argv, err) < 0)
     return -1;
-  wr_buf_puts(&o, ""); /* NUL-terminate */
-  /* -z ends each commit with a NUL after the subject, so records are
-   * five NUL-separated fields. */
-  version = total;
-  p = o.data;
-  end = o.data + o.len;
-  while (p < end && *p != '\0' &&
-         (limit == 0 || json_array_size(list) < limit)) {
-    json_t *e = log_entry(p);
-    if (e == NULL)
-      break;
-    json_object_set_new(e, "version", json_integer((json_int_t)version--));
-    json_array_append_new(list, e);
-    for (int i = 0; i < 5 && p < end; i++)
-      p = strchr(p, '\0') + 1;
-  }
-  *out = steal_ptr(&list);
-  return 0;
+  return wr_mirror_log_parse(o.data, o.len, total, limit, out, err);
 }
 
 /* "3" or "v3": a version number. */
@@ -386,12 +384,45 @@ int wr_mirror_resolve(const struct wr_projects_env *env, const char *path,
   return 0;
 }
 
+int wr_mirror_names_parse(const char *data, size_t len, json_t **out,
+                          wr_error_t *err) {
+  _cleanup_json_ json_t *files = json_array();
+  size_t pos = 0;
+
+  /* --name-status -z: STATUS NUL PATH NUL, and a second path for a
+   * rename or copy (status R... or C...). */
+  while (pos < len) {
+    const char *status = data + pos, *nul = memchr(status, '\0', len - pos);
+    const char *path, *end;
+    if (nul == NULL || nul == status)
+      return wr_error_setx(err, EPROTO, "git diff: a status is cut short");
+    path = nul + 1;
+    if (path >= data + len ||
+        (end = memchr(path, '\0', (size_t)(data + len - path))) == NULL)
+      return wr_error_setx(err, EPROTO, "git diff: a path is cut short");
+    pos = (size_t)(end - data) + 1;
+    if ((status[0] == 'R' || status[0] == 'C') && pos < len) {
+      const char *to = data + pos;
+      const char *e2 = memchr(to, '\0', len - pos);
+      if (e2 == NULL)
+        return wr_error_setx(err, EPROTO, "git diff: a path is cut short");
+      pos = (size_t)(e2 - data) + 1;
+      path = to;
+    }
+    json_array_append_new(files, json_pack("{s:o, s:o}", "status",
+                                           wr_json_string_lossy(status), "path",
+                                           wr_json_string_lossy(path)));
+  }
+  *out = steal_ptr(&files);
+  return 0;
+}
+
 int wr_mirror_diff(const struct wr_projects_env *env, const char *path,
                    const char *a, const char *b, json_t **out,
                    wr_error_t *err) {
   _cleanup_(wr_buf_free) wr_buf_t patch = {0};
   _cleanup_(wr_buf_free) wr_buf_t names = {0};
-  _cleanup_json_ json_t *files = json_array();
+  _cleanup_json_ json_t *files = NULL;
   struct wr_git_run r = {.env = env,
                          .git_dir = path,
                          .out = &names,
@@ -402,17 +433,9 @@ int wr_mirror_diff(const struct wr_projects_env *env, const char *path,
                               b,      NULL};
   bool truncated = false;
 
-  if (wr_git(&r, stat, err) < 0)
+  if (wr_git(&r, stat, err) < 0 ||
+      wr_mirror_names_parse(names.data, names.len, &files, err) < 0)
     return -1;
-  wr_buf_puts(&names, "");
-  for (char *p = names.data; p < names.data + names.len - 1 && *p;) {
-    char *status = p, *file = strchr(p, '\0') + 1;
-    if (file >= names.data + names.len - 1)
-      break;
-    json_array_append_new(
-        files, json_pack("{s:s, s:s}", "status", status, "path", file));
-    p = strchr(file, '\0') + 1;
-  }
   r.out = &patch;
   r.max_out = DIFF_MAX;
   if (wr_git(&r, text, err) < 0) {
@@ -420,8 +443,9 @@ int wr_mirror_diff(const struct wr_projects_env *env, const char *path,
       return -1;
     truncated = true; /* more than DIFF_MAX: the files list still says */
   }
-  *out = json_pack("{s:s, s:s, s:O, s:s%, s:b}", "from", a, "to", b, "files",
-                   files, "patch", patch.data ? patch.data : "", patch.len,
+  wr_buf_append(&patch, "", 1);
+  *out = json_pack("{s:s, s:s, s:O, s:o, s:b}", "from", a, "to", b, "files",
+                   files, "patch", wr_json_string_lossy(patch.data),
                    "truncated", truncated);
   return 0;
 }

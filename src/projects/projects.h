@@ -127,6 +127,17 @@ int wr_mirror_push(const struct wr_projects_env *env, const char *path,
  * subject}]; at most limit (0: all). */
 int wr_mirror_log(const struct wr_projects_env *env, const char *path,
                   uint64_t limit, json_t **out, wr_error_t *err);
+/* The parsers of what host git prints about a mirror whose commits a
+ * sandbox made (names, subjects and paths are its): `git log -z
+ * --format=%H%x00%an%x00%ae%x00%at%x00%s` of `total` commits into
+ * [{version, commit, author, email, time, subject}] (at most limit, 0:
+ * all), and `git diff --name-status -z` into [{status, path}]. Text that
+ * is not UTF-8 is kept with U+FFFD for its bad bytes; anything else that
+ * is not what git prints is EPROTO. */
+int wr_mirror_log_parse(const char *data, size_t len, uint64_t total,
+                        uint64_t limit, json_t **out, wr_error_t *err);
+int wr_mirror_names_parse(const char *data, size_t len, json_t **out,
+                          wr_error_t *err);
 /* A revision as the user gives it: a version number ("3", "v3"), or a
  * commit (a full or abbreviated hash, or a ref) that the mirror has, to
  * its full hash. ENOENT when there is none. */
