@@ -330,6 +330,25 @@ static void show_removed(const struct project_opts *o, const json_t *r) {
   wr_cli_line(stdout, "%s", wr_cli_jstr(r, "name"));
 }
 
+/* Before a slow open, what it is about to do (a terminal only). */
+static void say_tier(const struct wr_cli_ctx *ctx, const char *name) {
+  _cleanup_free_ char *path = project_path(name, NULL);
+  _cleanup_json_ json_t *p = NULL;
+  const char *tier;
+
+  if (wr_cli_call(ctx, "GET", path, NULL, &p, NULL, NULL) < 0)
+    return;
+  tier = wr_cli_jstr(p, "tier");
+  if (strcmp(tier, "cold") == 0)
+    wr_cli_line(stderr,
+                "%s is cold: a sandbox from its template, its "
+                "history checked out, the install, the start "
+                "command...",
+                name);
+  else if (strcmp(tier, "cool") == 0)
+    wr_cli_line(stderr, "%s is cool: a sandbox from its snapshot...", name);
+}
+
 /* open, commit, demote, restore, remix, rm: a POST (rm: DELETE) on one
  * project. */
 static int cmd_action(const struct wr_cli_ctx *ctx,
@@ -381,6 +400,8 @@ static int cmd_action(const struct wr_cli_ctx *ctx,
     show_removed(o, reply);
     return WR_CLI_EXIT_OK;
   }
+  if (strcmp(sub, "open") == 0 && !o->json && isatty(STDERR_FILENO))
+    say_tier(ctx, o->args[0]);
   _cleanup_free_ char *suffix = xasprintf("/%s", sub);
   path = project_path(o->args[0], suffix);
   return post(ctx, o, path, body, show);

@@ -32,13 +32,15 @@ struct waiter {
 };
 
 struct pjob {
-  struct pjob *next; /* in its project's queue, or on the done list */
+  struct pjob *next;      /* in its project's queue */
+  struct pjob *done_next; /* on the done list (set by its thread) */
   struct wr_projects *p;
   enum wr_project_verb verb;
   char *name;
   json_t *args;
   struct waiter *waiters;
-  bool queued; /* in a project's queue (readers are not) */
+  bool queued;            /* in a project's queue (readers are not) */
+  struct pjob *wait_next; /* waiting for a thread (MAX_THREADS) */
   /* Set by the thread. */
   json_t *result;
   int status, rc;
@@ -57,6 +59,7 @@ struct wr_projects {
   struct wr_projects_env env;
   char *host, *db_path, *bin_dir;
   struct pqueue *queues;
+  struct pjob *waiting, **waiting_tail; /* for a thread */
   uv_async_t async;
   uv_timer_t timer;
   bool timer_init;
@@ -92,7 +95,7 @@ static void *job_thread(void *arg) {
   pthread_mutex_lock(&p->lock);
   dropped = p->stopping;
   if (!dropped) {
-    j->next = p->done;
+    j->done_next = p->done;
     p->done = j;
     uv_async_send(&p->async);
   }
@@ -105,7 +108,42 @@ static void *job_thread(void *arg) {
 
 static void job_finished(struct pjob *j);
 
+/* At most this many operations run at once; the others wait in
+ * `waiting`, first come first served (a client that asks for many
+ * projects at once gets threads, not the host's memory). */
+#define MAX_THREADS 16
+
+static void job_spawn(struct pjob *j);
+
 static void job_start(struct pjob *j) {
+  struct wr_projects *p = j->p;
+  unsigned running;
+
+  pthread_mutex_lock(&p->lock);
+  running = p->threads;
+  pthread_mutex_unlock(&p->lock);
+  if (running < MAX_THREADS) {
+    job_spawn(j);
+    return;
+  }
+  j->wait_next = NULL;
+  *p->waiting_tail = j;
+  p->waiting_tail = &j->wait_next;
+}
+
+/* A thread ended: the next that waits for one. */
+static void start_waiting(struct wr_projects *p) {
+  struct pjob *j = p->waiting;
+
+  if (j == NULL)
+    return;
+  p->waiting = j->wait_next;
+  if (p->waiting == NULL)
+    p->waiting_tail = &p->waiting;
+  job_spawn(j);
+}
+
+static void job_spawn(struct pjob *j) {
   struct wr_projects *p = j->p;
   pthread_attr_t attr;
   pthread_t t;
@@ -298,8 +336,9 @@ static void on_async(uv_async_t *h) {
   pthread_mutex_unlock(&p->lock);
   while (list != NULL) {
     struct pjob *j = list;
-    list = j->next;
+    list = j->done_next;
     job_finished(j);
+    start_waiting(p);
   }
 }
 
@@ -799,6 +838,7 @@ int wr_projects_init(struct wr_daemon *d, wr_error_t *err) {
       .snapshot_days = d->cfg.snapshot_days,
   };
   pthread_mutex_init(&p->lock, NULL);
+  p->waiting_tail = &p->waiting;
   d->projects = p;
   r = uv_async_init(d->loop, &p->async, on_async);
   if (r < 0)
@@ -841,6 +881,11 @@ void wr_projects_free(struct wr_daemon *d) {
   /* A thread still running reads p: it is left to the process's exit. */
   if (running)
     return;
+  for (struct pjob *j = p->waiting, *next; j != NULL; j = next) {
+    next = j->wait_next;
+    if (!j->queued)
+      job_free(j); /* a reader; queued ones go with their queue */
+  }
   while (p->queues != NULL) {
     struct pqueue *q = p->queues;
     p->queues = q->next;

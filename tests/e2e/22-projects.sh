@@ -373,3 +373,24 @@ test_a_pool_of_the_template_serves_a_cold_open() {
   "$WARREN" pool rm base >/dev/null
   prj rm po >/dev/null
 }
+
+# More opens at once than warrend runs operations (16): the rest wait
+# their turn and every one gets its sandbox.
+test_many_projects_open_at_once() {
+  local i pids=()
+  for i in $(seq 1 20); do
+    prj create "many-$i" --image base >/dev/null || fail "create many-$i"
+  done
+  for i in $(seq 1 20); do
+    prj open "many-$i" --json >"$WR_RUN/many-$i.json" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || fail "open many-$((i + 1)): $(cat "$WR_RUN/many-$((i + 1)).json")"
+  done
+  for i in $(seq 1 20); do
+    assert_eq "project-many-$i" "$(jq -r .sandbox "$WR_RUN/many-$i.json")"
+    prj rm "many-$i" >/dev/null || fail "rm many-$i"
+  done
+  assert_daemon_alive
+}
