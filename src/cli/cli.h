@@ -104,6 +104,8 @@ int wr_cli_cmd_fork(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_pool(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_project(const struct wr_cli_ctx *ctx, int argc, char **argv);
 int wr_cli_cmd_plan(const struct wr_cli_ctx *ctx, int argc, char **argv);
+/* `warren project lease` (project_lease.c); argv[0] is "lease". */
+int wr_cli_project_lease(const struct wr_cli_ctx *ctx, int argc, char **argv);
 
 /* ---- parsed arguments (pure; each parser fills err on usage errors) ------ */
 

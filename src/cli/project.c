@@ -18,6 +18,7 @@ static const char help[] =
     "       warren project remix NAME NEW [--label K=V]...\n"
     "       warren project demote NAME [--to cool|cold]\n"
     "       warren project rm NAME\n"
+    "       warren project lease NAME ... (see `warren project lease --help`)\n"
     "\n"
     "A project is a git mirror on the host and, while someone works on it,\n"
     "a sandbox made from its template (named project-NAME). It is in one\n"
@@ -45,6 +46,7 @@ static const char help[] =
     "           the sandbox; the default), or --to cold (remove the\n"
     "           snapshot too); running it again changes nothing\n"
     "  rm       the project, its sandbox, its snapshot and its mirror\n"
+    "  lease    one unit of work at a time: take, renew, release\n"
     "\n"
     "Options:\n"
     "  --image, --template T  the template (or image) its sandbox is made\n"
@@ -486,6 +488,8 @@ int wr_cli_cmd_project(const struct wr_cli_ctx *ctx, int argc, char **argv) {
                        "--help`)");
   if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0)
     return wr_cli_help(help);
+  if (strcmp(sub, "lease") == 0)
+    return wr_cli_project_lease(ctx, argc - 1, argv + 1);
   if (parse(argc - 1, argv + 1, &o, &err) < 0) {
     wr_strv_free(o.labels);
     return wr_cli_usage("project", &err);

@@ -6,6 +6,7 @@
 #include "daemon/limiter.h"
 #include "daemon/network.h"
 #include "daemon/pool.h"
+#include "daemon/lease.h"
 #include "daemon/projects_api.h"
 #include "daemon/procs.h"
 #include "daemon/roots.h"
@@ -83,7 +84,8 @@ int wr_daemon_init(struct wr_daemon *d, uv_loop_t *loop,
   if (wr_rt_new(&rc, &d->rt, err) < 0 || wr_network_init(d, err) < 0 ||
       wr_snapshots_init(d, err) < 0 /* snapshots */ ||
       wr_idle_start(d, err) < 0 || wr_limiter_init(d, err) < 0 ||
-      wr_pool_init(d, err) < 0 || wr_projects_init(d, err) < 0)
+      wr_pool_init(d, err) < 0 || wr_projects_init(d, err) < 0 ||
+      wr_leases_init(d, err) < 0)
     return -1;
   routes = wr_daemon_routes(&nroutes);
   return wr_http_server_new(loop, routes, nroutes, d, NULL, &d->http, err);
@@ -275,6 +277,7 @@ void wr_daemon_shutdown(struct wr_daemon *d) {
   wr_limiter_shutdown(d); /* requests in line end before the server */
   wr_pool_shutdown(d);    /* pool.c */
   wr_projects_shutdown(d);
+  wr_leases_shutdown(d);
   for (struct wr_sandbox *sb = d->sandboxes; sb != NULL; sb = sb->next)
     detach_sandbox(sb);
   wr_events_shutdown(d); /* events.c: streams end before the server */
@@ -293,6 +296,7 @@ void wr_daemon_fini(struct wr_daemon *d) {
   wr_events_free(d); /* events.c */
   wr_pool_free(d);   /* pool.c */
   wr_projects_free(d);
+  wr_leases_free(d);
   wr_network_free(d);
   wr_rt_free(d->rt);
   wr_store_close(d->store);

@@ -69,6 +69,7 @@ struct wr_snapshots;
 struct wr_pools;
 struct wr_limiter;
 struct wr_projects;
+struct wr_leases;
 
 struct wr_daemon {
   uv_loop_t *loop;
@@ -87,6 +88,7 @@ struct wr_daemon {
   struct wr_pools *pools;         /* warm pools (pool.c) */
   struct wr_limiter *limiter;     /* slots and their queue (limiter.c) */
   struct wr_projects *projects;   /* projects and the planner */
+  struct wr_leases *leases;       /* project leases (lease.c) */
   /* Template builds in flight (templates.c). */
   struct wr_tpl_build *tpl_builds;
   char *init_buf; /* receive buffer for init messages (loop thread) */

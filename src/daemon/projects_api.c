@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 #include "daemon/events.h"
+#include "daemon/lease.h"
 #include "daemon/request.h"
 #include "daemon/sandbox.h"
 
@@ -315,6 +316,8 @@ static void job_finished(struct pjob *j) {
     wr_info("project `%s`: %s failed: %s", j->name,
             wr_project_verb_name(j->verb), j->err.msg);
   emit_events(j);
+  if (j->rc == 0 && j->verb == WR_PROJECT_REMOVE)
+    wr_lease_forget(p->d, j->name);
   answer(j);
   if (q != NULL && q->jobs == j) {
     q->jobs = j->next;
@@ -461,7 +464,7 @@ static int plan_make(struct wr_daemon *d, int64_t now_ms, struct plan *pl,
         .tier = wr_project_tier(d, r),
         .last_edit_ms = r->last_edit_ms,
         .memory_bytes = project_memory(d, r),
-        .busy = wr_project_busy(d, r->name),
+        .busy = wr_project_busy(d, r->name) || wr_lease_held(d, r->name),
     };
   }
   pl->s = (struct wr_plan_settings){
@@ -741,6 +744,7 @@ void wr_api_project_get(wr_http_req_t *req, void *ctx) {
   }
   j = project_row_json(d, &rec);
   json_object_set_new(j, "settings", json_loads(rec.settings_json, 0, NULL));
+  json_object_set_new(j, "leased", json_boolean(wr_lease_held(d, name)));
   json_object_set_new(j, "memory_bytes",
                       json_integer((json_int_t)project_memory(d, &rec)));
   wr_project_rec_free(&rec);

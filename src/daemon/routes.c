@@ -12,6 +12,7 @@
 #include "daemon/snapshots.h"
 #include "daemon/pool.h"
 #include "daemon/templates.h"
+#include "daemon/lease.h"
 #include "daemon/projects_api.h"
 
 static const struct wr_http_route routes[] = {
@@ -96,6 +97,10 @@ static const struct wr_http_route routes[] = {
     {"POST", "/v1/projects/{id}/remix", wr_api_project_remix, 0},
     {"GET", "/v1/projects/{id}/log", wr_api_project_log, 0},
     {"GET", "/v1/projects/{id}/diff", wr_api_project_diff, 0},
+    {"POST", "/v1/projects/{id}/lease", wr_api_lease_take, 0}, /* lease.c */
+    {"PUT", "/v1/projects/{id}/lease", wr_api_lease_renew, 0},
+    {"DELETE", "/v1/projects/{id}/lease", wr_api_lease_release, 0},
+    {"GET", "/v1/projects/{id}/lease", wr_api_lease_get, 0},
     {"GET", "/v1/plan", wr_api_plan_get, 0},
     {"POST", "/v1/plan", wr_api_plan_apply, 0},
 };
