@@ -41,7 +41,7 @@ DATA := $(patsubst data/%,$(BUILD)/share/warren/%,$(DATA_SRCS))
 
 .PHONY: all deps check unit e2e security asan fuzz bench demo install clean \
         format lint
-all: $(BINS) $(HELPERS) $(BUILD)/bench/wrbench $(DATA)
+all: $(BINS) $(HELPERS) $(BUILD)/bench/wrbench $(BUILD)/bench/tiers $(DATA)
 
 deps:
 	@scripts/install-deps
@@ -152,6 +152,12 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(call libs_of,$(FUZZ_LIBS))
 $(BUILD)/bench/wrbench: bench/wrbench.c $(call libs_of,api common)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call libs_of,api common) $(LIBS)
+
+# The month of 10,000 projects on the real planner and store.
+$(BUILD)/bench/tiers: bench/tiers.c $(call libs_of,projects store common)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call libs_of,projects store common) \
+	  $(LIBS)
 
 bench: all $(BUILD)/bench/wrbench
 	bench/run
