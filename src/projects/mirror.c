@@ -220,9 +220,10 @@ int wr_mirror_intake(const struct wr_projects_env *env, const char *path,
                      const char *sandbox, wr_error_t *err) {
   _cleanup_free_ char *url = xasprintf("warren::%s", sandbox);
   struct wr_git_run r = {.env = env, .git_dir = path, .stdin_fd = -1};
-  /* No '+': a sandbox that rewrote history is refused, not obeyed. */
+  /* No '+': a sandbox that rewrote history is refused, not obeyed. Not
+   * quiet: a refusal's line ("! [rejected] ... (non-fast-forward)") is
+   * the message. */
   const char *const argv[] = {"fetch",
-                              "-q",
                               "--no-write-fetch-head",
                               url,
                               "refs/heads/*:refs/heads/*",
